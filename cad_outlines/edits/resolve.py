@@ -1,0 +1,110 @@
+"""The resolver: program + document -> new document, exact and deterministic."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from .lines import split_lines
+from .program import Copy, EditProgram, Gen, Op, ProgramScanner
+
+__all__ = ["SpanError", "IncompleteProgramError", "resolve", "resolve_op", "StreamingResolver", "iter_resolve"]
+
+
+class SpanError(ValueError):
+    """A copy op names lines the document does not have."""
+
+    def __init__(self, op: Copy, n_lines: int):
+        self.op, self.n_lines = op, n_lines
+        if op.start > op.end:
+            why = "is inverted (start > end)"
+        elif op.start < 1:
+            why = "starts before line 1"
+        else:
+            why = f"ends after the last line ({n_lines})"
+        super().__init__(f'copy lines="{op.start}-{op.end}" {why}: the document has {n_lines} lines')
+
+
+class IncompleteProgramError(ValueError):
+    """The program was cut off before ``</program>``; the partial result is attached."""
+
+    def __init__(self, program: EditProgram, partial_text: str):
+        self.program, self.partial_text = program, partial_text
+        super().__init__(
+            f"program is incomplete (cut off after {len(program.ops)} ops, before </program>); "
+            "pass partial=True to resolve what it has"
+        )
+
+
+def resolve_op(op: Op, lines: list[str]) -> str:
+    """The text one op contributes, given the document's lines."""
+    if isinstance(op, Gen):
+        return op.text
+    if not (1 <= op.start <= op.end <= len(lines)):
+        raise SpanError(op, len(lines))
+    return "".join(lines[op.start - 1 : op.end])
+
+
+def resolve(program: EditProgram, document: str, *, partial: bool = False) -> str:
+    """The new document. Raises :class:`SpanError` for a span outside the document and
+    :class:`IncompleteProgramError` for a cut-off program unless `partial` is set."""
+    lines = split_lines(document)
+    text = "".join(resolve_op(op, lines) for op in program.ops)
+    if not program.complete and not partial:
+        raise IncompleteProgramError(program, text)
+    return text
+
+
+@dataclass
+class StreamingResolver:
+    """Resolve program text as it arrives: :meth:`feed` returns the new document text
+    that the fed chunk completes (gen bodies stream character by character, a copy op
+    arrives whole). :meth:`close` checks the program ended."""
+
+    document: str
+    expect_header: bool = False
+    _lines: list[str] = field(init=False)
+    _scanner: ProgramScanner = field(init=False)
+    _out: list[str] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lines = split_lines(self.document)
+        self._scanner = ProgramScanner(expect_header=self.expect_header)
+
+    def feed(self, chunk: str) -> str:
+        pieces = []
+        for kind, value in self._scanner.feed(chunk):
+            if kind == "gen_text":
+                pieces.append(value)
+            elif kind == "copy":
+                pieces.append(resolve_op(value, self._lines))
+        text = "".join(pieces)
+        self._out.append(text)
+        return text
+
+    @property
+    def ops(self) -> list[Op]:
+        return list(self._scanner.ops)
+
+    @property
+    def done(self) -> bool:
+        return self._scanner.done
+
+    def close(self, *, partial: bool = False) -> EditProgram:
+        """The program read; raises :class:`IncompleteProgramError` if it did not end
+        with ``</program>`` unless `partial`."""
+        program = self._scanner.close(partial=True)
+        if not program.complete and not partial:
+            raise IncompleteProgramError(program, "".join(self._out))
+        return program
+
+
+def iter_resolve(chunks: Iterable[str], document: str, *, expect_header: bool = False) -> Iterator[str]:
+    """Yield resolved text as program `chunks` arrive; raises at the end if the program
+    is incomplete (after yielding everything it could)."""
+    resolver = StreamingResolver(document, expect_header=expect_header)
+    for chunk in chunks:
+        text = resolver.feed(chunk)
+        if text:
+            yield text
+    resolver.close()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EditCase", "Corpus", "DATASETS", "shared_data_dir", "load_corpus", "add_corpus_arguments", "corpora_from_args"]
+__all__ = ["EditCase", "Corpus", "DATASETS", "shared_data_dir", "load_corpus", "add_corpus_arguments", "corpora_from_args", "corpus_argv"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,3 +114,11 @@ def corpora_from_args(args) -> list[Corpus]:
     if not corpora:
         raise SystemExit("no corpus given")
     return corpora
+
+def corpus_argv(args) -> list[str]:
+    """The corpus options of `args`, as command-line words (for the reproduce line)."""
+    words = [w for name in args.dataset or () for w in ("--dataset", name)]
+    words += [w for path in args.jsonl for w in ("--jsonl", path)]
+    if args.jsonl:
+        words += ["--before-field", args.before_field, "--after-field", args.after_field]
+    return words

@@ -1,0 +1,268 @@
+"""The copy ceiling: how much of each gold output copy ops can produce, and the
+wall-clock bound that follows from a measured kernel speedup curve."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cad_outlines.edits import Copy, Gen, oracle_program, split_lines
+from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_token_offsets, copy_coverage,
+                                        greedy_token_cover, speedup_bound)
+from cad_outlines.edits.resolve import resolve_op
+
+from .datasets import REPO, add_corpus_arguments, corpora_from_args, corpus_argv, shared_data_dir
+from .report import markdown_table, pct, write_report
+
+DESCRIPTION = "copy ceiling: line-level and token-level copy coverage, tag costs, wall-clock bound"
+DEFAULT = ["humanevalfix-python", "humanevalfix-js", "editeval"]
+MIN_SPANS = (1, 2, 4, 8, 16, 32)
+DEFAULT_KERNEL_CSV = REPO / "docs" / "results" / "kernel_speedup.csv"
+NO_CSV = "n/a (no kernel CSV)"
+
+Encoder = Callable[[str], tuple[list[int], list[tuple[int, int]]]]
+
+PAPER = """Paper (Copy-as-Decode, arXiv 2604.18170, Qwen2.5 tokenizer, A100 7B bf16 kernel); the abstract lists its
+corpora as ProbeEdit and HumanEvalPack-Fix Py/JS, and the mapping of numbers to corpora below is inferred from
+that order. ProbeEdit is not available here: our third corpus is EditEval, a different (heavier-rewrite) set.
+
+| paper corpus | line-level ceiling | wall-clock bound |
+|---|---|---|
+| ProbeEdit | 97.8% | 29.0x |
+| HumanEvalPack-Fix Py | 74.1% | 3.4x |
+| HumanEvalPack-Fix JS | 78.8% | 4.2x |
+| pooled | - | 13.0x |
+
+Token-level extension: 91-99% coverage. Tag vs new-content cost of line-level oracle programs on HumanEvalFix-Py
+(per the brief): 3,326 tag tokens vs 2,281 gen-content tokens."""
+
+
+
+def load_encoder(spec: str | None) -> tuple[str, Encoder]:
+    """(name, encode): encode(text) -> (token ids, char offsets), no special tokens. `spec`
+    is a tokenizer.json file or a folder holding one (default: the shared Qwen2.5), or
+    ``approx`` for the tokenizer-free estimate (ids interned per run)."""
+    if spec == "approx":
+        vocab: dict[str, int] = {}
+
+        def encode_approx(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+            offsets = approx_token_offsets(text)
+            return [vocab.setdefault(text[a:b], len(vocab)) for a, b in offsets], offsets
+
+        return "approx (tokenizer-free estimate)", encode_approx
+    from tokenizers import Tokenizer
+
+    path = Path(spec) if spec else shared_data_dir() / "tokenizers" / "qwen2.5"
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    tok = Tokenizer.from_file(str(path))
+
+    def encode(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        enc = tok.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    return path.parent.name, encode
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_kernel_curves(path: str | Path, select: str | None = None) -> dict[str, KernelCurve]:
+    """Speedup curves from a CSV with columns ``n`` and ``speedup`` (others allowed).
+    `select` ("key=value,...") keeps matching rows; the rows left are grouped into one
+    curve per combination of their non-numeric columns (repeated N: median)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or not {"n", "speedup"} <= set(rows[0]):
+        raise SystemExit(f"{path}: need columns n and speedup (got {list(rows[0]) if rows else 'no rows'})")
+    for pair in filter(None, (select or "").split(",")):
+        key, _, value = pair.partition("=")
+        if key not in rows[0]:
+            raise SystemExit(f"--kernel-select: no column {key!r} in {path} (columns: {', '.join(rows[0])})")
+        rows = [r for r in rows if r[key] == value]
+    if not rows:
+        raise SystemExit(f"--kernel-select {select!r} matches no row of {path}")
+
+    keys = [c for c in rows[0] if c not in ("n", "speedup") and not all(_is_number(r[c]) for r in rows)]
+    groups: dict[str, dict[float, list[float]]] = {}
+    for r in rows:
+        label = ",".join(f"{k}={r[k]}" for k in keys) or "kernel"
+        groups.setdefault(label, {}).setdefault(float(r["n"]), []).append(float(r["speedup"]))
+    return {label: KernelCurve.from_points((n, statistics.median(s)) for n, s in pts.items())
+            for label, pts in groups.items()}
+
+
+@dataclass
+class Tally:
+    """Sums over cases (per corpus, or pooled)."""
+
+    cases: int = 0
+    out_tokens: int = 0
+    line_covered: int = 0
+    token_covered: dict[int, int] = field(default_factory=lambda: dict.fromkeys(MIN_SPANS, 0))
+    program_tokens: int = 0
+    content_tokens: int = 0
+    copy_tokens: list[int] = field(default_factory=list)
+
+    def add(self, other: Tally) -> None:
+        self.cases += other.cases
+        self.out_tokens += other.out_tokens
+        self.line_covered += other.line_covered
+        for m in MIN_SPANS:
+            self.token_covered[m] += other.token_covered[m]
+        self.program_tokens += other.program_tokens
+        self.content_tokens += other.content_tokens
+        self.copy_tokens += other.copy_tokens
+
+    def bounds(self, curve: KernelCurve) -> tuple[float, float]:
+        """(bound, tags-free bound): generated cost T_gen, or gen content alone."""
+        return tuple(speedup_bound(self.out_tokens, gen, self.copy_tokens, curve)
+                     for gen in (self.program_tokens, self.content_tokens))
+
+
+def case_tally(before: str, after: str, encode: Encoder) -> Tally:
+    """Coverage and cost counts of one case (its max-copy oracle program, real tokens)."""
+    program = oracle_program(before, after, count_tokens=lambda text: len(encode(text)[0]))
+    out_ids, offsets = encode(after)
+    src_ids = encode(before)[0]
+    sam = SuffixAutomaton(src_ids)
+    lines = split_lines(before)
+    return Tally(
+        cases=1,
+        out_tokens=len(out_ids),
+        line_covered=copy_coverage(program, before, offsets)[0],
+        token_covered={m: sum(n for _, n in greedy_token_cover(sam, out_ids, m)) for m in MIN_SPANS},
+        program_tokens=len(encode(program.to_text(header=False))[0]),
+        content_tokens=sum(len(encode(op.text)[0]) for op in program.ops if isinstance(op, Gen)),
+        copy_tokens=[len(encode(resolve_op(op, lines))[0]) for op in program.ops if isinstance(op, Copy)],
+    )
+
+
+def bucket(n: int) -> str:
+    """Power-of-two bucket label: 1, 2-3, 4-7, ..."""
+    lo = 1 << (n.bit_length() - 1)
+    return "1" if lo == 1 else f"{lo}-{2 * lo - 1}"
+
+
+def tables(tallies: dict[str, Tally], curves: dict[str, KernelCurve]) -> tuple[str, str, str]:
+    """(coverage table, cost/bound table, copy-span histogram) as Markdown."""
+    cov = markdown_table(
+        ["corpus", "cases", "output tokens", "line-level"] + [f"token m={m}" for m in MIN_SPANS],
+        [(name, t.cases, t.out_tokens, pct(t.line_covered / max(t.out_tokens, 1)))
+         + tuple(pct(t.token_covered[m] / max(t.out_tokens, 1)) for m in MIN_SPANS) for name, t in tallies.items()])
+    bound_cols = [f"{kind} ({label})" for label in curves for kind in ("bound", "tags-free")] or ["bound"]
+    cost = markdown_table(
+        ["corpus", "output tokens T", "program tokens T_gen", "tag tokens", "gen-content tokens", "copy ops",
+         "copied tokens"] + bound_cols,
+        [(name, t.out_tokens, t.program_tokens, t.program_tokens - t.content_tokens, t.content_tokens,
+          len(t.copy_tokens), sum(t.copy_tokens))
+         + (tuple(f"{b:.2f}x" for c in curves.values() for b in t.bounds(c)) or (NO_CSV,))
+         for name, t in tallies.items()])
+    top = max((n for t in tallies.values() for n in t.copy_tokens), default=1)
+    labels = list(dict.fromkeys(bucket(1 << b) for b in range(top.bit_length())))
+    hist = markdown_table(
+        ["corpus"] + labels,
+        [(name,) + tuple(sum(bucket(n) == b for n in t.copy_tokens) for b in labels) for name, t in tallies.items()])
+    return cov, cost, hist
+
+
+def plot(tallies: dict[str, Tally], path: Path) -> None:
+    """Grouped bars: line-level and token-level cover per m, one group per corpus."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = ["line-level"] + [f"token m={m}" for m in MIN_SPANS]
+    fig, ax = plt.subplots(figsize=(max(8, 2.4 * len(tallies)), 5))
+    width = 0.8 / len(series)
+    for i, label in enumerate(series):
+        vals = [100 * (t.line_covered if i == 0 else t.token_covered[MIN_SPANS[i - 1]]) / max(t.out_tokens, 1)
+                for t in tallies.values()]
+        ax.bar([g + (i - (len(series) - 1) / 2) * width for g in range(len(tallies))], vals, width, label=label)
+    ax.set_xticks(range(len(tallies)), list(tallies))
+    ax.set_ylabel("gold output tokens covered (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
+    ax.set_title("Copy ceiling: line-level oracle vs token-level greedy cover")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def add_arguments(parser) -> None:
+    add_corpus_arguments(parser, DEFAULT)
+    parser.add_argument("--tokenizer", default=None,
+                        help="tokenizer.json or a folder with one (default: shared qwen2.5); 'approx' for the "
+                             "tokenizer-free estimate")
+    parser.add_argument("--kernel-csv", default=str(DEFAULT_KERNEL_CSV),
+                        help="kernel speedup CSV (columns n, speedup, any others)")
+    parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
+                        help="keep only CSV rows matching these columns (one curve)")
+
+
+def run(args) -> int:
+    tok_name, encode = load_encoder(args.tokenizer)
+    curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
+    if not curves:
+        print(f"no kernel CSV at {args.kernel_csv}: bound columns say {NO_CSV!r}")
+    tallies: dict[str, Tally] = {}
+    pooled = Tally()
+    for corpus in corpora_from_args(args):
+        tally = Tally()
+        for case in corpus:
+            tally.add(case_tally(case.before, case.after, encode))
+        tallies[corpus.name] = tally
+        pooled.add(tally)
+    tallies["pooled"] = pooled
+    cov, cost, hist = tables(tallies, curves)
+    print(cov, cost, hist, sep="\n\n")
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(tallies, out / "coverage.png")
+    kernel = (f"Kernel curve(s) from `{args.kernel_csv}`"
+              + (f" (selected `{args.kernel_select}`)" if args.kernel_select else "") + ": s(N) linear in log N "
+              "between measured points, clamped outside, anchored at s(1) = 1 when the table has no N <= 1."
+              if curves else f"No kernel CSV at `{args.kernel_csv}`: bounds are {NO_CSV}.")
+    body = f"""Tokenizer: {tok_name}. Pooled = sums over all cases of all corpora (not a mean of ratios).
+
+**Line-level** = tokens of the gold `after` lying wholly inside text produced by copy ops of the max-copy oracle
+program (`oracle_program`, tag costs counted in this tokenizer); a token straddling a copy/gen boundary counts as
+generated. **Token m=k** = greedy left-to-right cover of the gold output token ids by the longest runs found
+contiguously in the input token ids (`greedy_token_cover`), keeping runs of at least k tokens.
+
+{cov}
+
+**Cost and bound.** T = gold output tokens (full regeneration). T_gen = tokens of `program.to_text(header=False)`
+tokenized as one text: op tags, separators, gen text and `</program>`. Gen-content tokens = gen op texts tokenized
+standalone; tag tokens = T_gen - gen-content. N_k = tokens of copy op k's text tokenized standalone. Bound =
+T / (T_gen + sum_k N_k / s(N_k)); tags-free = the same with gen-content tokens in place of T_gen (op tags
+free, for comparison with bounds that ignore them). {kernel}
+
+{cost}
+
+**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
+
+{hist}
+
+{PAPER}
+
+![coverage](coverage.png)
+"""
+    extra = [w for k in ("tokenizer", "kernel_select") if getattr(args, k) for w in (f"--{k.replace('_', '-')}",
+                                                                                        getattr(args, k))]
+    if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
+        extra += ["--kernel-csv", args.kernel_csv]
+    path = write_report(out, "coverage", "Copy ceiling and wall-clock bound", body,
+                        shlex.join(["cad-outlines", "study", "coverage", *corpus_argv(args), *extra]))
+    print(f"wrote {path} and {out / 'coverage.png'}")
+    return 0

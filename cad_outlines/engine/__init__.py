@@ -1,0 +1,1 @@
+"""Grammar-constrained decoding engine."""

@@ -1,0 +1,132 @@
+"""Grammar -> compiled grammar: load with lark, compile terminals, build (or load from
+the cache) the mask store for a vocabulary."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import lark
+
+from .compiled import CompiledGrammar
+from .lexer import ConfigTable, Lexer
+from .lexer_index import TokenBytes
+from .mask_store import MaskStore, build_mask_store
+from .parser import IndentTracker, ParseTables
+from .terminals import lexer_spec_from_lark
+from .vocabulary import Vocabulary
+
+__all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir"]
+
+FORMAT_VERSION = "1"
+
+
+def cache_dir() -> Path:
+    """``$CAD_OUTLINES_CACHE`` or ``~/.cache/cad_outlines``."""
+    return Path(os.environ.get("CAD_OUTLINES_CACHE") or Path.home() / ".cache" / "cad_outlines")
+
+
+def _read_grammar(grammar: str | Path) -> tuple[str, list[str]]:
+    """(text, import paths): a path (str ending in .lark or Path) is read and its folder
+    is added to the import paths; anything else is grammar text."""
+    if isinstance(grammar, Path) or (isinstance(grammar, str) and grammar.endswith(".lark") and "\n" not in grammar):
+        path = Path(grammar)
+        return path.read_text(encoding="utf-8"), [str(path.resolve().parent)]
+    return str(grammar), []
+
+
+def _postlexer(text: str, postlex):
+    if postlex == "auto":
+        declares = "%declare" in text and "_INDENT" in text and "_DEDENT" in text
+        postlex = "python" if declares else None
+    if postlex == "python":
+        from lark.indenter import PythonIndenter
+
+        return PythonIndenter()
+    return postlex
+
+
+def load_lark(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> lark.Lark:
+    """The grammar loaded by lark itself (LALR, basic lexer), `%import`s resolved."""
+    text, paths = _read_grammar(grammar)
+    options = dict(parser="lalr", lexer="basic", import_paths=[*paths, *map(str, import_paths)])
+    if start:
+        options["start"] = start
+    pl = _postlexer(text, postlex)
+    if pl is not None:
+        options["postlex"] = pl
+    return lark.Lark(text, **options)
+
+
+def grammar_fingerprint(lk: lark.Lark) -> str:
+    """Content hash of what lark loaded: terminals, rules, ignores, start, postlexer."""
+    h = hashlib.sha256()
+    for t in sorted(lk.terminals, key=lambda t: t.name):
+        h.update(repr((t.name, t.pattern.type, t.pattern.value, tuple(t.pattern.flags), t.priority)).encode())
+    for r in lk.rules:
+        h.update(repr((r.origin.name, [s.name for s in r.expansion], r.options.priority)).encode())
+    h.update(repr((sorted(lk.ignore_tokens), lk.options.start, type(lk.options.postlex).__name__)).encode())
+    return h.hexdigest()
+
+
+def _library_version() -> str:
+    from .. import __version__
+
+    return f"{__version__}/{FORMAT_VERSION}"
+
+
+def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
+                    postlex="auto", cache: bool | str | Path = True, progress: bool = True) -> CompiledGrammar:
+    """Compile a Lark grammar for a vocabulary.
+
+    `grammar` is grammar text or a path to a .lark file. The mask store is cached on disk
+    (``cache_dir()`` or the folder given as `cache`), keyed by the grammar's content,
+    the vocabulary's content hash and the library version; `cache=False` always builds.
+    Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
+    terminal for a construct that cannot be compiled.
+    """
+    lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
+    spec = lexer_spec_from_lark(lk)
+    lexer = Lexer(spec)
+    tables = ParseTables(lk, start)
+    pl = lk.options.postlex
+    indenter = IndentTracker.from_postlex(pl) if pl is not None else None
+    fingerprint = grammar_fingerprint(lk)
+    key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
+    folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
+    path = folder / f"store-{key}.npz" if folder else None
+    if path is not None and path.is_file():
+        store = MaskStore.load(path)
+        table = ConfigTable()
+        for c in store.configs:
+            table.id(c)
+        lexer.table = table
+        lexer.initial = 0
+    else:
+        tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
+        store = build_mask_store(lexer, tokens, vocab.size, progress=_progress_bar() if progress else None)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+            store.save(tmp)
+            os.replace(tmp, path)
+    return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint)
+
+
+def _progress_bar():
+    from tqdm.auto import tqdm
+
+    bar = tqdm(desc="mask store", unit="config", total=1, leave=False)
+    started = time.perf_counter()
+
+    def update(done: int, known: int) -> None:
+        bar.total = known
+        bar.n = done
+        bar.refresh()
+        if done == known:
+            bar.close()
+            bar.write(f"mask store: {done} lexer configurations in {time.perf_counter() - started:.1f}s")
+
+    return update

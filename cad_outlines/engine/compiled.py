@@ -1,0 +1,54 @@
+"""A grammar compiled for one vocabulary: lexer, mask store and parse tables together."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from .lexer import Lexer
+from .mask_store import MaskStore
+from .parser import IndentTracker, ParseTables
+from .vocabulary import Vocabulary
+
+__all__ = ["CompiledGrammar"]
+
+
+@dataclass
+class CompiledGrammar:
+    """Everything a :class:`~cad_outlines.engine.matcher.Matcher` needs; immutable once
+    built and shared by all matchers of the grammar."""
+
+    vocab: Vocabulary
+    lexer: Lexer
+    store: MaskStore
+    tables: ParseTables
+    indenter: IndentTracker | None = None
+    grammar_hash: str = ""
+
+    def __post_init__(self) -> None:
+        self.label_names: list[str] = list(self.lexer.spec.labels)
+        self.vocab_size: int = self.vocab.size
+        self.eos_token_ids: tuple[int, ...] = tuple(self.vocab.eos_token_ids)
+        never = np.zeros(self.vocab_size, dtype=bool)
+        never[list(self.vocab.special_ids)] = True
+        self.never_allowed = np.flatnonzero(never)
+        self._sorted_bytes: list[bytes] | None = None
+        self._sorted_order = np.zeros(0, dtype=np.int32)
+
+    def token_bytes(self, token: int) -> bytes:
+        if 0 <= token < self.vocab_size and token not in self.vocab.special_ids:
+            return self.vocab.token_bytes[token]
+        return b""
+
+    def tokens_extending(self, prefix: bytes) -> np.ndarray:
+        """Ids of tokens whose bytes start with `prefix` and are longer."""
+        if self._sorted_bytes is None:
+            order = self.vocab.sorted_ids()
+            self._sorted_order = order
+            self._sorted_bytes = [self.vocab.token_bytes[i] for i in order]
+        lo = bisect.bisect_right(self._sorted_bytes, prefix)
+        stem = prefix.rstrip(b"\xff")
+        hi = bisect.bisect_left(self._sorted_bytes, stem[:-1] + bytes([stem[-1] + 1])) if stem else len(self._sorted_bytes)
+        return self._sorted_order[lo:hi]

@@ -1,0 +1,378 @@
+"""The byte-level lexer as a finite set of configurations (lark's basic-lexer rules).
+
+lark's basic lexer, at each position, takes the FIRST terminal in its order whose
+regex matches a non-empty prefix, with that terminal's longest match. Read byte by
+byte, that rule is a set of hypotheses, each a :class:`Config`:
+
+- ``owner``/``state``: the terminal the current lexeme is hypothesised to be, and its
+  DFA state (``owner == BOUNDARY`` between lexemes);
+- ``cons``: runs of DFAs that must never reach an accepting state again: every
+  terminal ordered before the owner, started at the lexeme's start (had one matched,
+  lark would have picked it), and each finished lexeme's own terminal, continued past
+  its end (a lexeme is its terminal's longest match). A run that can no longer accept
+  is dropped; one that accepts kills the hypothesis.
+
+Configs are interned to small ints (:class:`ConfigTable`). :meth:`Lexer.run` is the
+scalar reference: feed bytes from a config, get every surviving (config, emitted labels).
+Labels are terminal names after lark's "unless" remapping (a keyword lexed by a name
+regex gets the keyword's terminal); ignored labels are not emitted.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["BOUNDARY", "TerminalAutomaton", "LexerSpec", "Config", "ConfigTable", "Lexer", "INDENT_BASE",
+           "encode_indent", "decode_indent", "indent_step"]
+
+BOUNDARY = -1
+
+# A NEWLINE label under an indenter is emitted with its indentation packed in:
+# INDENT_BASE + 2 * value + absolute. `absolute` is 1 when the lexeme's last line break
+# lies in the bytes read, so `value` is the indentation itself; otherwise `value` is
+# what the bytes read added to the indentation carried in from before them.
+INDENT_BASE = 1 << 24
+
+
+def encode_indent(value: int, absolute: bool) -> int:
+    return INDENT_BASE + 2 * value + int(absolute)
+
+
+def decode_indent(x: int) -> tuple[int, bool]:
+    v = x - INDENT_BASE
+    return v >> 1, bool(v & 1)
+
+
+def indent_step(acc: int, b: int, tab_len: int = 8) -> int:
+    """lark's Indenter counts spaces and tabs after the NEWLINE's last line break."""
+    return 0 if b == 10 else acc + 1 if b == 32 else acc + tab_len if b == 9 else acc
+
+
+@dataclass(frozen=True)
+class TerminalAutomaton:
+    """One terminal's DFA over bytes. State 0 is the start; the last state is a dead
+    sink (all transitions to itself), so stepping never needs a -1 check.
+
+    ``label[s]``: the label emitted if the lexeme ends in s (-1: not accepting).
+    ``block[s, b]``: a match ending in s does not count when the next byte is b (a
+    trailing negative lookahead; the end of the text never blocks); ``blocked[s]`` =
+    ``block[s].any()``. ``shadow[s]``: a copy of s that is not accepting, so a lexeme
+    that ended in s can be continued as a "must not match longer" run.
+    ``live[s]``: an accepting state is reachable from s in one or more steps."""
+
+    name: str
+    trans: np.ndarray  # int32 (n_states, 256)
+    label: np.ndarray  # int32 (n_states,)
+    live: np.ndarray  # bool (n_states,)
+    block: np.ndarray  # bool (n_states, 256)
+    blocked: np.ndarray  # bool (n_states,)
+    shadow: np.ndarray  # int32 (n_states,)
+
+    @property
+    def dead(self) -> int:
+        return self.trans.shape[0] - 1
+
+    @functools.cached_property
+    def pending(self) -> np.ndarray:
+        """bool (n_states,): accepting, but held back by a lookahead until the next byte."""
+        return (self.label >= 0) & self.blocked
+
+    @classmethod
+    def build(cls, name: str, trans: np.ndarray, label: np.ndarray, block: np.ndarray | None = None
+              ) -> TerminalAutomaton:
+        """From a DFA with -1 for missing transitions (and an optional block table);
+        adds shadow states, the dead sink and `live`."""
+        n = trans.shape[0]
+        label = np.asarray(label, dtype=np.int32)
+        block = np.zeros((n, 256), dtype=bool) if block is None else np.asarray(block, dtype=bool)
+        shadowed = np.flatnonzero((label >= 0) & block.any(axis=1))
+        m = n + len(shadowed)  # states, then shadows, then the dead sink (index m)
+        full = np.full((m + 1, 256), m, dtype=np.int32)
+        full[:n] = np.where(trans < 0, m, trans)
+        full[n:m] = full[shadowed]
+        lab = np.full(m + 1, -1, dtype=np.int32)
+        lab[:n] = label
+        blk = np.zeros((m + 1, 256), dtype=bool)
+        blk[:n] = block
+        shadow = np.arange(m + 1, dtype=np.int32)
+        shadow[shadowed] = np.arange(n, m, dtype=np.int32)
+        # live: can reach an accepting state in >= 1 step (backward closure)
+        reach = np.zeros(m + 1, dtype=bool)
+        accepting = lab >= 0
+        changed = True
+        while changed:
+            new = (accepting | reach)[full].any(axis=1)
+            new[m] = False
+            changed = bool((new & ~reach).any())
+            reach |= new
+        return cls(name, full, lab, reach, blk, blk.any(axis=1), shadow)
+
+    @classmethod
+    def guard(cls, blocked_bytes: np.ndarray) -> TerminalAutomaton:
+        """A run that "matches" (kills its hypothesis) iff the next byte is in
+        `blocked_bytes`: how a lexeme ending under a trailing lookahead is checked."""
+        trans = np.full((2, 256), -1, dtype=np.int32)
+        trans[0, np.asarray(blocked_bytes, dtype=bool)] = 1
+        return cls.build("<lookahead>", trans, np.array([-1, 0], dtype=np.int32))
+
+
+@dataclass
+class LexerSpec:
+    """Everything the lexer needs: terminal automata in lark's order, label names,
+    which labels are ignored, and the first-byte competitor table."""
+
+    automata: list[TerminalAutomaton]
+    labels: list[str]
+    ignored: frozenset[int]
+    indent_label: int | None = None  # the indenter's NEWLINE label, whose value it reads
+    tab_len: int = 8
+
+    def __post_init__(self) -> None:
+        # Guard runs for lexemes that end under a trailing lookahead; they follow the
+        # terminals in `automata` and never start a lexeme.
+        self.n_terminals = len(self.automata)
+        self.guard_of: dict[tuple[int, int], int] = {}
+        rows: dict[bytes, int] = {}
+        for i, a in enumerate(self.automata[: self.n_terminals]):
+            for st in np.flatnonzero((a.label >= 0) & a.blocked):
+                key = a.block[st].tobytes()
+                if key not in rows:
+                    rows[key] = len(self.automata)
+                    self.automata.append(TerminalAutomaton.guard(a.block[st]))
+                self.guard_of[(i, int(st))] = rows[key]
+        self.indent_owner: int | None = None
+        if self.indent_label is not None:
+            owners = [i for i, a in enumerate(self.automata) if (a.label == self.indent_label).any()]
+            if len(owners) != 1:
+                raise ValueError(f"the indenter's NEWLINE must be one terminal, found {owners}")
+            self.indent_owner = owners[0]
+        k = self.n_terminals
+        # first[i][b]: owner i's state after first byte b (dead if it cannot start so)
+        self.first = np.stack([a.trans[0] for a in self.automata[:k]]) if k else np.zeros((0, 256), np.int32)
+        # For owner i starting with byte b: the competitors j < i still running after b,
+        # or None if one of them already accepts (lark would pick it).
+        self.competitors: list[list[tuple[tuple[int, int], ...] | None]] = []
+        for i in range(k):
+            row = []
+            for b in range(256):
+                runs, killed = [], False
+                for j in range(i):
+                    a = self.automata[j]
+                    s = int(a.trans[0, b])
+                    if a.label[s] >= 0 and not a.blocked[s]:
+                        killed = True
+                        break
+                    if a.live[s] or a.label[s] >= 0:
+                        runs.append((j, s))
+                row.append(None if killed else tuple(runs))
+            self.competitors.append(row)
+        self.starters: list[list[int]] = [
+            [i for i in range(k) if self.first[i, b] != self.automata[i].dead] for b in range(256)
+        ]
+
+
+@dataclass(frozen=True)
+class Config:
+    owner: int
+    state: int
+    cons: tuple[tuple[int, int], ...]  # sorted (terminal, state) runs
+
+
+class ConfigTable:
+    """Interning of configs to dense ints."""
+
+    def __init__(self) -> None:
+        self.configs: list[Config] = []
+        self._ids: dict[Config, int] = {}
+
+    def id(self, cfg: Config) -> int:
+        got = self._ids.get(cfg)
+        if got is None:
+            got = self._ids[cfg] = len(self.configs)
+            self.configs.append(cfg)
+        return got
+
+    def __getitem__(self, i: int) -> Config:
+        return self.configs[i]
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+
+class Lexer:
+    """Scalar reference semantics over a :class:`LexerSpec`."""
+
+    def __init__(self, spec: LexerSpec, table: ConfigTable | None = None):
+        self.spec = spec
+        self.table = table or ConfigTable()
+        self.initial = self.table.id(Config(BOUNDARY, 0, ()))
+        self._viable: dict[int, frozenset[int]] = {}
+        self._entered: dict[int, tuple[int, ...] | None] = {}
+
+    # -- one byte -------------------------------------------------------------------
+    def _advance_cons(self, cons: Sequence[tuple[int, int]], b: int) -> tuple[tuple[int, int], ...] | None:
+        """Constraint runs after byte `b`, or None if one of them matches: it reached an
+        accepting state, or it sat in a lookahead-blocked accepting state and `b` does
+        not block it."""
+        autos = self.spec.automata
+        out = []
+        for j, u in cons:
+            a = autos[j]
+            if a.pending[u] and not a.block[u, b]:  # a match held back by a lookahead, confirmed by b
+                return None
+            v = int(a.trans[u, b])
+            if a.label[v] >= 0 and not a.blocked[v]:
+                return None
+            if a.live[v] or a.label[v] >= 0:
+                out.append((j, v))
+        return tuple(out)
+
+    def step(self, cfg: Config, b: int) -> list[tuple[Config, int | None]]:
+        """Successors of `cfg` on byte `b`: (config, label ended by this byte or None).
+        Ending a lexeme yields a BOUNDARY config; continuing yields the owner's config."""
+        spec = self.spec
+        out: list[tuple[Config, int | None]] = []
+        if cfg.owner == BOUNDARY:
+            base = self._advance_cons(cfg.cons, b)
+            if base is None:
+                return out
+            for i in spec.starters[b]:
+                comp = spec.competitors[i][b]
+                if comp is None:
+                    continue
+                s = int(spec.first[i, b])
+                out.extend(self._after(i, s, tuple(sorted(set(base) | set(comp)))))
+            return out
+        a = spec.automata[cfg.owner]
+        s = int(a.trans[cfg.state, b])
+        if s == a.dead:
+            return out
+        cons = self._advance_cons(cfg.cons, b)
+        if cons is None:
+            return out
+        return self._after(cfg.owner, s, cons)
+
+    def _after(self, i: int, s: int, cons: tuple[tuple[int, int], ...]) -> list[tuple[Config, int | None]]:
+        a = self.spec.automata[i]
+        out: list[tuple[Config, int | None]] = []
+        if a.live[s]:
+            out.append((Config(i, s, cons), None))
+        lab = int(a.label[s])
+        if lab >= 0:
+            out.append((Config(BOUNDARY, 0, self.ended_cons(i, s, cons)), lab))
+        return out
+
+    def ended_cons(self, i: int, s: int, cons: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+        """Constraints after owner i's lexeme ends in state s: it must not match longer,
+        and a trailing lookahead must not block the byte after it."""
+        a = self.spec.automata[i]
+        extra = []
+        if a.live[s]:
+            extra.append((i, int(a.shadow[s])))
+        guard = self.spec.guard_of.get((i, s))
+        if guard is not None:
+            extra.append((guard, 0))
+        return tuple(sorted(set(cons) | set(extra)))
+
+    # -- many bytes -----------------------------------------------------------------
+    def run(self, cfg_id: int, data: bytes, acc: int = 0) -> list[tuple[int, tuple[int, ...], int]]:
+        """Every (config id, non-ignored labels emitted, indentation) reachable by
+        reading `data`. `acc` is the indentation of the NEWLINE lexeme in progress (if
+        the config is in one); emitted NEWLINE labels carry their absolute indentation
+        (see :func:`encode_indent`) when the spec has an indenter."""
+        spec = self.spec
+        ignored, nl_owner, nl_label, tab = spec.ignored, spec.indent_owner, spec.indent_label, spec.tab_len
+        frontier: dict[tuple[Config, tuple[int, ...], int], None] = {(self.table[cfg_id], (), acc): None}
+        for b in data:
+            nxt: dict[tuple[Config, tuple[int, ...], int], None] = {}
+            for cfg, emitted, a in frontier:
+                for c2, lab in self.step(cfg, b):
+                    if nl_owner is not None:
+                        # the byte went to the lexeme of c2 (continuing) or to the one just ended
+                        owner = cfg.owner if cfg.owner != BOUNDARY else (c2.owner if lab is None else None)
+                        if owner is None:  # a lexeme started and ended on this byte
+                            owner = nl_owner if lab == nl_label else -2
+                        a2 = indent_step(a if cfg.owner == nl_owner else 0, b, tab) if owner == nl_owner else 0
+                    else:
+                        a2 = 0
+                    if lab is None or lab in ignored:
+                        e2 = emitted
+                    elif lab == nl_label:
+                        e2 = emitted + (encode_indent(a2, True),)
+                    else:
+                        e2 = emitted + (lab,)
+                    nxt[(c2, e2, a2 if lab is None else 0)] = None
+            frontier = nxt
+            if not frontier:
+                break
+        return [(self.table.id(c), e, a) for c, e, a in frontier]
+
+    def viable_labels(self, cfg_id: int) -> frozenset[int]:
+        """Labels the current lexeme can still end with (for BOUNDARY: empty). A label
+        is viable if some continuation reaches it while no constraint run accepts."""
+        got = self._viable.get(cfg_id)
+        if got is not None:
+            return got
+        cfg = self.table[cfg_id]
+        labels: set[int] = set()
+        if cfg.owner != BOUNDARY:
+            a = self.spec.automata[cfg.owner]
+            seen = {(cfg.state, cfg.cons)}
+            todo = [(cfg.state, cfg.cons)]
+            while todo:
+                s, cons = todo.pop()
+                for b in range(256):
+                    t = int(a.trans[s, b])
+                    if t == a.dead:
+                        continue
+                    c2 = self._advance_cons(cons, b)
+                    if c2 is None:
+                        continue
+                    if a.label[t] >= 0 and int(a.label[t]) not in labels and self._can_end(cfg.owner, t, c2):
+                        labels.add(int(a.label[t]))
+                    if a.live[t] and (t, c2) not in seen:
+                        seen.add((t, c2))
+                        todo.append((t, c2))
+        got = self._viable[cfg_id] = frozenset(labels)
+        return got
+
+    def _can_end(self, i: int, t: int, cons: tuple[tuple[int, int], ...]) -> bool:
+        """Can owner i's lexeme end in state t: at the end of the text, or before some
+        byte that no constraint (its own lookahead and longer match included) rejects?"""
+        autos = self.spec.automata
+        if not any(autos[j].pending[u] for j, u in cons):
+            return True
+        ended = self.ended_cons(i, t, cons)
+        return any(self._advance_cons(ended, b) is not None for b in range(256))
+
+    def entered(self, cfg_id: int) -> tuple[int, ...] | None:
+        """The mask-store form of :meth:`viable_labels`: sorted labels with -1 for an
+        ignored one, ``()`` at a boundary, None if the lexeme cannot end validly."""
+        if cfg_id in self._entered:
+            return self._entered[cfg_id]
+        if self.table[cfg_id].owner == BOUNDARY:
+            got: tuple[int, ...] | None = ()
+        else:
+            viable = self.viable_labels(cfg_id)
+            got = tuple(sorted(-1 if lab in self.spec.ignored else lab for lab in viable)) if viable else None
+        self._entered[cfg_id] = got
+        return got
+
+    def final_labels(self, cfg_id: int) -> list[int | None] | None:
+        """How the text may end in this config: [] at a boundary (nothing pending),
+        [label] if the current lexeme can end right here (None if it is ignored), or
+        None if the text cannot end here."""
+        cfg = self.table[cfg_id]
+        autos = self.spec.automata
+        if any(autos[j].pending[u] for j, u in cfg.cons):
+            return None  # a match held back by a lookahead is confirmed by the end of the text
+        if cfg.owner == BOUNDARY:
+            return []
+        lab = int(autos[cfg.owner].label[cfg.state])
+        if lab < 0:
+            return None
+        return [None] if lab in self.spec.ignored else [lab]

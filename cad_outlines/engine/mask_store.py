@@ -1,0 +1,144 @@
+"""The mask store: token sets keyed by (lexer configuration, terminal sequence).
+
+For configuration q, a row ``(emitted, entered, set_id)`` says: the tokens of set
+`set_id` lead from q to a state where the labels `emitted` are complete and the
+current lexeme will end as one of `entered` (``()`` when the token ends exactly at a
+lexeme boundary; -1 stands for an ignored terminal). A token is allowed iff some row
+holding it passes the parser check. Identical token sets are stored once; each set is
+kept as sorted ids or, when denser than half the vocabulary, as the ids it lacks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .lexer import Config, Lexer
+from .lexer_index import TokenBytes, explore
+
+__all__ = ["MaskStore", "Row", "build_mask_store"]
+
+Row = tuple[tuple[int, ...], tuple[int, ...], int]  # (emitted labels, entered labels, set id)
+
+
+@dataclass
+class MaskStore:
+    vocab_size: int
+    configs: list[Config]
+    rows: list[list[Row]]  # per config id
+    set_ids: list[np.ndarray] = field(default_factory=list)  # int32 sorted token ids
+    set_negated: list[bool] = field(default_factory=list)  # True: the set is all tokens EXCEPT set_ids
+
+    @property
+    def n_rows(self) -> int:
+        return sum(len(r) for r in self.rows)
+
+    def set_mask(self, set_id: int) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        mask[self.set_ids[set_id]] = True
+        return ~mask if self.set_negated[set_id] else mask
+
+    def or_into(self, mask: np.ndarray, set_id: int) -> None:
+        ids = self.set_ids[set_id]
+        if self.set_negated[set_id]:
+            keep = mask[ids].copy()
+            mask[:] = True
+            mask[ids] = keep
+        else:
+            mask[ids] = True
+
+    # -- persistence ------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        flat_rows, row_ptr, labels_pool = [], [0], []
+        for rows in self.rows:
+            for emitted, entered, sid in rows:
+                flat_rows.append((len(labels_pool), len(emitted), len(entered), sid))
+                labels_pool.extend(emitted)
+                labels_pool.extend(entered)
+            row_ptr.append(len(flat_rows))
+        cfg_flat, cfg_ptr = [], [0]
+        for c in self.configs:
+            cfg_flat.extend([c.owner, c.state, len(c.cons)] + [x for pair in c.cons for x in pair])
+            cfg_ptr.append(len(cfg_flat))
+        set_ptr = np.cumsum([0] + [len(s) for s in self.set_ids])
+        np.savez_compressed(
+            path,
+            vocab_size=np.int64(self.vocab_size),
+            rows=np.array(flat_rows, dtype=np.int32).reshape(-1, 4),
+            row_ptr=np.array(row_ptr, dtype=np.int64),
+            labels_pool=np.array(labels_pool, dtype=np.int32),
+            cfg_flat=np.array(cfg_flat, dtype=np.int32),
+            cfg_ptr=np.array(cfg_ptr, dtype=np.int64),
+            set_data=np.concatenate(self.set_ids) if self.set_ids else np.zeros(0, np.int32),
+            set_ptr=set_ptr.astype(np.int64),
+            set_negated=np.array(self.set_negated, dtype=bool),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> MaskStore:
+        z = np.load(path)
+        pool = z["labels_pool"].tolist()
+        rows_arr, row_ptr = z["rows"].tolist(), z["row_ptr"].tolist()
+        rows = []
+        for q in range(len(row_ptr) - 1):
+            rows.append([(tuple(pool[o : o + ne]), tuple(pool[o + ne : o + ne + nn]), sid)
+                         for o, ne, nn, sid in rows_arr[row_ptr[q] : row_ptr[q + 1]]])
+        flat, ptr = z["cfg_flat"].tolist(), z["cfg_ptr"].tolist()
+        configs = []
+        for q in range(len(ptr) - 1):
+            owner, state, nc, *rest = flat[ptr[q] : ptr[q + 1]]
+            configs.append(Config(owner, state, tuple((rest[2 * k], rest[2 * k + 1]) for k in range(nc))))
+        data, sptr = z["set_data"], z["set_ptr"]
+        sets = [data[sptr[k] : sptr[k + 1]] for k in range(len(sptr) - 1)]
+        return cls(int(z["vocab_size"]), configs, rows, sets, z["set_negated"].tolist())
+
+    def digest(self) -> str:
+        """A content hash of the store (for checking that two builds agree)."""
+        h = hashlib.sha256()
+        h.update(repr((self.vocab_size, self.configs, self.rows, self.set_negated)).encode())
+        for s in self.set_ids:
+            h.update(s.tobytes())
+        return h.hexdigest()
+
+
+def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
+                     progress: Callable[[int, int], None] | None = None) -> MaskStore:
+    """Explore every reachable configuration and group its tokens into rows."""
+    table_rows: dict[int, list[Row]] = {}
+    set_index: dict[bytes, int] = {}
+    set_ids: list[np.ndarray] = []
+    negated: list[bool] = []
+
+    def intern(ids: np.ndarray) -> int:
+        ids = np.unique(ids).astype(np.int32)
+        neg = len(ids) * 2 > vocab_size
+        if neg:
+            full = np.ones(vocab_size, dtype=bool)
+            full[ids] = False
+            ids = np.flatnonzero(full).astype(np.int32)
+        key = bytes([neg]) + ids.tobytes()
+        sid = set_index.get(key)
+        if sid is None:
+            sid = set_index[key] = len(set_ids)
+            set_ids.append(ids)
+            negated.append(neg)
+        return sid
+
+    def on_config(cfg_id: int, transitions) -> None:
+        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[np.ndarray]] = {}
+        for end, emitted, rows in transitions:
+            entered = lexer.entered(end)
+            if entered is None:
+                continue
+            groups.setdefault((emitted, entered), []).append(tokens.ids[rows])
+        table_rows[cfg_id] = [(e, n, intern(np.concatenate(parts))) for (e, n), parts in sorted(groups.items())]
+
+    explore(lexer, tokens, on_config, progress)
+    n = len(lexer.table)
+    rows = [table_rows.get(q, []) for q in range(n)]
+    return MaskStore(vocab_size, list(lexer.table.configs), rows, set_ids, negated)
+

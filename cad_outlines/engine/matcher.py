@@ -1,0 +1,259 @@
+"""The matcher: the one runtime surface both generators use.
+
+State = the incremental parser (terminals every live lexer configuration agrees on)
+plus the live configurations, each with the labels it has completed beyond that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .compiled import CompiledGrammar
+from .lexer import INDENT_BASE, decode_indent, encode_indent
+from .parser import END, IncrementalParser
+
+__all__ = ["Matcher", "InvalidTokenError"]
+
+
+class InvalidTokenError(ValueError):
+    """A token the grammar does not allow here; the matcher is unchanged."""
+
+
+# ((config id, labels completed beyond the parser, indentation of a NEWLINE in progress), ...)
+Live = tuple[tuple[int, tuple[int, ...], int], ...]
+
+
+class Matcher:
+    """Constrained-decoding state for one sequence.
+
+    ``fill_next_token_bitmask`` / ``allowed_mask`` give the legal next tokens;
+    ``advance`` / ``advance_many`` consume; ``rollback`` undoes; ``fork`` copies.
+    EOS is legal exactly where the text so far is a complete sentence.
+    """
+
+    def __init__(self, grammar: CompiledGrammar):
+        self.grammar = grammar
+        self.parser = IncrementalParser(grammar.tables, grammar.indenter)
+        self.live: Live = ((grammar.lexer.initial, (), 0),)
+        self.finished = False
+        self._history: list[tuple[IncrementalParser, Live, bool]] = []
+        self.parser_checks = 0
+
+    # -- queries ----------------------------------------------------------------------
+    def _names(self, labels: Sequence[int]) -> tuple:
+        """Parser items for labels: names, or (NEWLINE name, indentation)."""
+        names = self.grammar.label_names
+        out = []
+        for x in labels:
+            if x >= INDENT_BASE:
+                out.append((names[self.grammar.lexer.spec.indent_label], decode_indent(x)[0]))
+            else:
+                out.append(names[x])
+        return tuple(out)
+
+    @staticmethod
+    def _absolute(emitted: tuple[int, ...], acc: int) -> tuple[int, ...]:
+        """Resolve a NEWLINE indentation relative to the lexeme carried in (only the
+        first emitted label can be relative)."""
+        if emitted and emitted[0] >= INDENT_BASE:
+            value, absolute = decode_indent(emitted[0])
+            if not absolute:
+                return (encode_indent(acc + value, True),) + emitted[1:]
+        return emitted
+
+    def _passes(self, parser: IncrementalParser, pending: tuple[int, ...], emitted: tuple[int, ...],
+                entered: tuple[int, ...], memo: dict) -> bool:
+        key = (pending + emitted, entered)
+        got = memo.get(key)
+        if got is None:
+            self.parser_checks += 1
+            seq = self._names(pending + emitted)
+            if not entered:
+                got = parser.accepts(seq)
+            else:
+                got = any(parser.accepts(seq if lab < 0 else seq + (self.grammar.label_names[lab],)) for lab in entered)
+            memo[key] = got
+        return got
+
+    def allowed_mask(self) -> np.ndarray:
+        """A fresh bool array over the model's vocabulary: True = legal next token."""
+        g = self.grammar
+        mask = np.zeros(g.vocab_size, dtype=bool)
+        if self.finished:
+            return mask
+        memo: dict = {}
+        store = g.store
+        for cfg, pending, acc in self.live:
+            for emitted, entered, sid in store.rows[cfg]:
+                if self._passes(self.parser, pending, self._absolute(emitted, acc), entered, memo):
+                    store.or_into(mask, sid)
+        mask[g.never_allowed] = False
+        if self._eos_allowed():
+            mask[list(g.eos_token_ids)] = True
+        return mask
+
+    def fill_next_token_bitmask(self, out: np.ndarray) -> None:
+        """Write the legal next tokens into `out` as packed bits: int32 words, bit
+        (i % 32) of word i // 32 set for token i (the layout of llguidance/xgrammar)."""
+        mask = self.allowed_mask()
+        words = out.shape[-1]
+        padded = np.zeros(words * 32, dtype=bool)
+        padded[: len(mask)] = mask
+        packed = np.packbits(padded.reshape(-1, 8)[:, ::-1], axis=-1).reshape(words, 4)
+        out[...] = packed.view("<u4").reshape(words).view(np.int32)
+
+    def _eos_allowed(self) -> bool:
+        return self._eos_ok(self.parser, self.live)
+
+    def _eos_ok(self, parser: IncrementalParser, live: Live) -> bool:
+        lexer = self.grammar.lexer
+        nl_label = lexer.spec.indent_label
+        for cfg, pending, acc in live:
+            final = lexer.final_labels(cfg)
+            if final is None:
+                continue
+            tail = tuple(encode_indent(acc, True) if x == nl_label else x for x in final if x is not None)
+            if parser.accepts(self._names(pending + tail) + (END,)):
+                return True
+        return False
+
+    def is_accepting(self) -> bool:
+        """Whether the text so far is a complete sentence (EOS would be legal)."""
+        return not self.finished and self._eos_allowed()
+
+    def is_finished(self) -> bool:
+        """Whether EOS has been consumed."""
+        return self.finished
+
+    # -- moves --------------------------------------------------------------------------
+    def _step(self, parser: IncrementalParser, live: Live, token: int) -> tuple[IncrementalParser, Live, bool] | None:
+        g = self.grammar
+        if token in g.eos_token_ids:
+            return (parser, (), True) if self._eos_ok(parser, live) else None
+        return self._step_bytes(parser, live, g.token_bytes(token))
+
+    def _step_bytes(self, parser: IncrementalParser, live: Live, data: bytes) -> tuple[IncrementalParser, Live, bool] | None:
+        g = self.grammar
+        if not data:
+            return None
+        memo: dict = {}
+        new_live: dict[tuple[int, tuple[int, ...], int], None] = {}
+        for cfg, pending, acc in live:
+            for end, emitted, acc2 in g.lexer.run(cfg, data, acc):
+                entered = g.lexer.entered(end)
+                if entered is None or not self._passes(parser, pending, emitted, entered, memo):
+                    continue
+                new_live[(end, pending + emitted, acc2)] = None
+        if not new_live:
+            return None
+        # commit what every live configuration agrees on
+        pendings = [p for _, p, _ in new_live]
+        k = 0
+        while all(len(p) > k for p in pendings) and len({p[k] for p in pendings}) == 1:
+            k += 1
+        if k:
+            parser = parser.fork()
+            parser.consume(self._names(pendings[0][:k]))
+        return parser, tuple((c, p[k:], a) for c, p, a in new_live), False
+
+    def advance(self, token: int) -> None:
+        """Consume one token; raises :class:`InvalidTokenError` (changing nothing) if it
+        is not legal here."""
+        if self.finished:
+            raise InvalidTokenError(f"token {token} after EOS")
+        got = self._step(self.parser, self.live, token)
+        if got is None:
+            raise InvalidTokenError(f"token {token} ({self.grammar.token_bytes(token)!r}) is not allowed here")
+        self._history.append((self.parser, self.live, self.finished))
+        self.parser, self.live, self.finished = got
+
+    def advance_many(self, tokens: Sequence[int]) -> None:
+        """Consume several tokens; validates the whole run first and changes nothing if
+        any token is invalid (the error names its index)."""
+        parser, live, finished = self.parser, self.live, self.finished
+        states = []
+        for n, tok in enumerate(tokens):
+            got = None if finished else self._step(parser, live, tok)
+            if got is None:
+                raise InvalidTokenError(f"token {tok} at index {n} of {len(tokens)} is not allowed")
+            states.append((parser, live, finished))
+            parser, live, finished = got
+        self._history.extend(states)
+        self.parser, self.live, self.finished = parser, live, finished
+
+    def validate(self, tokens: Sequence[int]) -> int:
+        """How many leading tokens of `tokens` are legal in sequence (no state change)."""
+        parser, live, finished = self.parser, self.live, self.finished
+        for n, tok in enumerate(tokens):
+            got = None if finished else self._step(parser, live, tok)
+            if got is None:
+                return n
+            parser, live, finished = got
+        return len(tokens)
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last `n` consumed tokens."""
+        if n < 0 or n > len(self._history):
+            raise ValueError(f"cannot roll back {n} tokens: {len(self._history)} consumed")
+        if n:
+            self.parser, self.live, self.finished = self._history[-n]
+            del self._history[-n:]
+
+    def fork(self) -> Matcher:
+        other = Matcher.__new__(Matcher)
+        other.grammar, other.parser, other.live = self.grammar, self.parser, self.live
+        other.finished, other._history, other.parser_checks = self.finished, list(self._history), 0
+        return other
+
+    def forced_bytes(self, limit: int = 256) -> bytes:
+        """The longest byte string every legal continuation starts with (empty where
+        EOS or two different bytes are legal)."""
+        parser, live = self.parser, self.live
+        out = bytearray()
+        if self.finished:
+            return b""
+        while len(out) < limit:
+            probe = Matcher.__new__(Matcher)
+            probe.grammar, probe.parser, probe.live, probe.finished = self.grammar, parser, live, False
+            probe.parser_checks = 0
+            if probe._eos_allowed():
+                break
+            nxt = None
+            for b in range(256):
+                got = self._step_bytes(parser, live, bytes([b]))
+                if got is not None:
+                    if nxt is not None:
+                        nxt = None
+                        break
+                    nxt = (b, got)
+            if nxt is None:
+                break
+            out.append(nxt[0])
+            parser, live, _ = nxt[1]
+        return bytes(out)
+
+    def forced_tokens(self, encode, limit: int = 256) -> list[int]:
+        """Tokens to fast-forward: `encode` (text -> token ids, no special tokens) of
+        :meth:`forced_bytes`, without a last token that a longer legal token could
+        replace (so the model keeps its own tokenization at the boundary), and only as
+        far as the matcher accepts them."""
+        data = self.forced_bytes(limit)
+        if not data:
+            return []
+        tokens = list(encode(data.decode("utf-8", errors="strict")))
+        n = self.validate(tokens)
+        tokens = tokens[:n]
+        if tokens:
+            probe = self.fork()
+            probe.advance_many(tokens[:-1])
+            last = self.grammar.token_bytes(tokens[-1])
+            mask = probe.allowed_mask()
+            if any(mask[t] for t in self.grammar.tokens_extending(last)):
+                tokens.pop()
+        return tokens
+
+    @property
+    def consumed(self) -> int:
+        return len(self._history)

@@ -1,0 +1,185 @@
+"""The grammar engine end to end: lexer index vs scalar lexer, masks, matcher moves."""
+
+import json
+
+import lark
+import numpy as np
+import pytest
+
+from cad_outlines import grammar_path
+from cad_outlines.engine.compile import compile_grammar, load_lark
+from cad_outlines.engine.lexer import Lexer
+from cad_outlines.engine.lexer_index import TokenBytes, _Indexer
+from cad_outlines.engine.mask_store import MaskStore
+from cad_outlines.engine.matcher import InvalidTokenError, Matcher
+from cad_outlines.engine.terminals import lexer_spec_from_lark
+from cad_outlines.engine.vocabulary import Vocabulary
+
+JSON = r"""
+?start: value
+?value: object | array | STRING | NUMBER | "true" -> true | "false" -> false | "null" -> null
+array: "[" [value ("," value)*] "]"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+STRING: /"([^"\\]|\\.)*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/
+%ignore /[ \t\n]+/
+"""
+
+# A byte-level toy vocabulary: every single byte, plus multi-byte pieces that cross
+# lexeme boundaries, so the tests need no tokenizer files.
+PIECES = [b'{"', b'":', b'", "', b"true", b"tr", b"ue", b"null", b"12", b"3.", b"e-", b", ", b"[]", b"]}", b'\\"',
+          b"  ", b"\n", b'"a"', b"fals", b"<copy", b' lines="', b'"/>', b"<gen>", b"</gen>", b"</program>", b"\n<",
+          b"12-", b"3", b"0", b"def", b"de", b"f(", b"):", b"\n    ", b"return", b" x"]
+
+
+class ToyVocab:
+    """Just enough of Vocabulary for the engine: bytes, specials, EOS, hash."""
+
+    @staticmethod
+    def make() -> Vocabulary:
+        token_bytes = tuple([bytes([b]) for b in range(256)] + PIECES + [b""])
+        eos = len(token_bytes) - 1
+        return Vocabulary(token_bytes=token_bytes, special_ids=frozenset({eos}), eos_token_ids=(eos,),
+                          tokenizer_size=len(token_bytes), scheme="byte_level")
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return ToyVocab.make()
+
+
+def encode(vocab, text: bytes) -> list[int]:
+    """Greedy longest-piece tokenization with the toy vocabulary."""
+    index = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+    out, pos = [], 0
+    while pos < len(text):
+        for n in range(min(12, len(text) - pos), 0, -1):
+            if text[pos : pos + n] in index:
+                out.append(index[text[pos : pos + n]])
+                pos += n
+                break
+    return out
+
+
+@pytest.fixture(scope="module")
+def json_grammar(vocab, tmp_path_factory):
+    return compile_grammar(JSON, vocab, cache=tmp_path_factory.mktemp("cache"), progress=False)
+
+
+@pytest.mark.parametrize("grammar", [JSON, "copy_edit"])
+def test_vectorised_index_equals_scalar_lexer(vocab, grammar):
+    lk = load_lark(JSON if grammar == JSON else grammar_path(grammar))
+    lexer = Lexer(lexer_spec_from_lark(lk))
+    tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
+    indexer = _Indexer(lexer, tokens)
+    todo, seen = [lexer.initial], {lexer.initial}
+    while todo:
+        cfg = todo.pop()
+        outcomes: dict[int, set] = {}
+        for end, emitted, rows in indexer.index(cfg):
+            for r in rows:
+                outcomes.setdefault(int(tokens.ids[r]), set()).add((end, emitted))
+            if end not in seen:
+                seen.add(end)
+                todo.append(end)
+        for tok in tokens.ids:
+            scalar = {(e, em) for e, em, _ in lexer.run(cfg, vocab.token_bytes[tok])}
+            assert scalar == outcomes.get(int(tok), set()), (lexer.table[cfg], vocab.token_bytes[tok])
+    assert len(seen) > 10
+
+
+def test_teacher_forced_json_is_allowed_token_by_token(vocab, json_grammar):
+    text = json.dumps({"a": [1, 2.5, -3e-4, True, None, {"k": 'v"q'}], "b": "true"}, indent=2).encode()
+    m = Matcher(json_grammar)
+    for tok in encode(vocab, text):
+        assert m.allowed_mask()[tok], (text, vocab.token_bytes[tok])
+        m.advance(tok)
+    assert m.is_accepting()
+    assert m.allowed_mask()[vocab.eos_token_ids[0]]
+
+
+def test_mask_agrees_with_advance_and_keywords_lex_as_lark_does(vocab, json_grammar):
+    m = Matcher(json_grammar)
+    m.advance_many(encode(vocab, b'{"a": tr'))
+    mask = m.allowed_mask()
+    for tok in range(len(vocab.token_bytes) - 1):
+        assert mask[tok] == (m.validate([tok]) == 1), vocab.token_bytes[tok]
+    assert mask[encode(vocab, b"ue")[0]] and not mask[encode(vocab, b"tr")[0]]
+    assert m.forced_bytes() == b"ue"
+
+
+def test_random_walks_stay_valid_for_lark(vocab, json_grammar):
+    parser = lark.Lark(JSON, parser="lalr", lexer="basic")
+    rng = np.random.default_rng(0)
+    eos = vocab.eos_token_ids[0]
+    for _ in range(15):
+        m, text = Matcher(json_grammar), b""
+        for step in range(80):
+            allowed = np.flatnonzero(m.allowed_mask())
+            assert len(allowed), text
+            if eos in allowed and (step > 40 or rng.random() < 0.1):
+                parser.parse(text.decode())
+                break
+            tok = int(rng.choice([t for t in allowed if t != eos] or [eos]))
+            m.advance(tok)
+            text += vocab.token_bytes[tok]
+
+
+def test_advance_many_is_atomic_and_rollback_restores(vocab, json_grammar):
+    m = Matcher(json_grammar)
+    good = encode(vocab, b'{"a": 1')
+    m.advance_many(good)
+    before = m.allowed_mask()
+    with pytest.raises(InvalidTokenError, match="index 1"):
+        m.advance_many(encode(vocab, b", }"))
+    assert m.consumed == len(good)
+    assert (m.allowed_mask() == before).all()
+    m.advance_many(encode(vocab, b"}"))
+    assert m.is_accepting()
+    m.rollback(1)
+    assert not m.is_accepting() and (m.allowed_mask() == before).all()
+    child = m.fork()
+    child.advance_many(encode(vocab, b"}"))
+    assert child.is_accepting() and not m.is_accepting()
+
+
+def test_eos_and_finish(vocab, json_grammar):
+    m = Matcher(json_grammar)
+    eos = vocab.eos_token_ids[0]
+    with pytest.raises(InvalidTokenError):
+        m.advance(eos)
+    m.advance_many(encode(vocab, b"[]"))
+    m.advance(eos)
+    assert m.is_finished() and not m.allowed_mask().any()
+
+
+def test_special_tokens_are_never_allowed(vocab, json_grammar):
+    assert not Matcher(json_grammar).allowed_mask()[list(vocab.special_ids - set(vocab.eos_token_ids))].any()
+
+
+def test_store_round_trips_through_the_cache(vocab, tmp_path):
+    first = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    files = list(tmp_path.glob("store-*.npz"))
+    assert len(files) == 1
+    loaded = MaskStore.load(files[0])
+    assert loaded.digest() == first.store.digest()
+    second = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    m1, m2 = Matcher(first), Matcher(second)
+    for tok in encode(vocab, b'{"a": [tru'):
+        assert (m1.allowed_mask() == m2.allowed_mask()).all()
+        m1.advance(tok)
+        m2.advance(tok)
+
+
+def test_copy_edit_program_is_accepted(vocab):
+    cg = compile_grammar(grammar_path("copy_edit"), vocab, cache=False, progress=False)
+    m = Matcher(cg)
+    text = b'<copy lines="12-30"/>\n<gen>def f(x):\n    return x</ge</gen><copy lines="3-3"/>\n</program>'
+    for tok in encode(vocab, text):
+        assert m.allowed_mask()[tok], vocab.token_bytes[tok]
+        m.advance(tok)
+    assert m.is_accepting()
+    m2 = Matcher(cg)
+    m2.advance_many(encode(vocab, b"<c"))
+    assert m2.forced_bytes() == b'opy lines="'

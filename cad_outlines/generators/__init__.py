@@ -1,0 +1,1 @@
+"""Generators: decoding loops and framework integrations built on the matcher."""

@@ -183,3 +183,15 @@ def test_copy_edit_program_is_accepted(vocab):
     m2 = Matcher(cg)
     m2.advance_many(encode(vocab, b"<c"))
     assert m2.forced_bytes() == b'opy lines="'
+
+
+def test_grammar_fingerprint_is_stable_across_processes():
+    import os
+    import subprocess
+    import sys
+
+    code = ("from cad_outlines.engine.compile import load_lark, grammar_fingerprint;"
+            "from cad_outlines import grammar_path; print(grammar_fingerprint(load_lark(grammar_path('copy_edit'))))")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outs) == 1

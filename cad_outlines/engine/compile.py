@@ -64,7 +64,7 @@ def grammar_fingerprint(lk: lark.Lark) -> str:
     """Content hash of what lark loaded: terminals, rules, ignores, start, postlexer."""
     h = hashlib.sha256()
     for t in sorted(lk.terminals, key=lambda t: t.name):
-        h.update(repr((t.name, t.pattern.type, t.pattern.value, tuple(t.pattern.flags), t.priority)).encode())
+        h.update(repr((t.name, t.pattern.type, t.pattern.value, sorted(t.pattern.flags), t.priority)).encode())
     for r in lk.rules:
         h.update(repr((r.origin.name, [s.name for s in r.expansion], r.options.priority)).encode())
     h.update(repr((sorted(lk.ignore_tokens), lk.options.start, type(lk.options.postlex).__name__)).encode())
@@ -118,13 +118,12 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
 def _progress_bar():
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc="mask store", unit="config", total=1, leave=False)
+    bar = tqdm(desc="mask store", unit="config", total=1, leave=False, mininterval=0.5)
     started = time.perf_counter()
 
     def update(done: int, known: int) -> None:
         bar.total = known
-        bar.n = done
-        bar.refresh()
+        bar.update(done - bar.n)
         if done == known:
             bar.close()
             bar.write(f"mask store: {done} lexer configurations in {time.perf_counter() - started:.1f}s")

@@ -73,7 +73,13 @@ class Matcher:
             if not entered:
                 got = parser.accepts(seq)
             else:
-                got = any(parser.accepts(seq if lab < 0 else seq + (self.grammar.label_names[lab],)) for lab in entered)
+                nl = self.grammar.lexer.spec.indent_label
+                got = any(
+                    parser.accepts(seq) if lab < 0
+                    else parser.accepts_newline_after(seq) if lab == nl
+                    else parser.accepts(seq + (self.grammar.label_names[lab],))
+                    for lab in entered
+                )
             memo[key] = got
         return got
 

@@ -238,6 +238,21 @@ class IncrementalParser:
         some sentence (ending with END: a whole sentence)."""
         return self._run(terminals) is not None
 
+    def accepts_newline_after(self, terminals: Sequence[str | Lexed]) -> bool:
+        """Whether `terminals` then a NEWLINE whose indentation is not known yet (its
+        lexeme is still open, so any indentation can follow) are accepted: some
+        enclosing level, or a deeper one, must work."""
+        result = self._run(terminals)
+        if result is None or self.indenter is None:
+            return False
+        node, levels, parens = result
+        if parens > 0:
+            return True
+        probe = self.fork()
+        probe.node, probe.levels, probe.parens = node, levels, parens
+        nl = self.indenter.nl_type
+        return any(probe.accepts([(nl, k)]) for k in sorted(set(levels) | {levels[-1] + 1}))
+
     def consume(self, terminals: Sequence[str | Lexed]) -> None:
         """Advance; raises ValueError (changing nothing) if the parser rejects them."""
         result = self._run(terminals)

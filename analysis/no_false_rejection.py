@@ -1,0 +1,128 @@
+"""No false rejections (seed 002, experiment 1): teacher-force real Python through the
+engine; every true next token must be allowed, and EOS at the end of every file."""
+
+from __future__ import annotations
+
+import shlex
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .datasets import shared_data_dir
+from .report import markdown_table, write_report
+
+DESCRIPTION = "teacher-force stdlib Python (lark's python.lark); count tokens the mask wrongly rejects"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--tokenizer", default="qwen2.5", help="a folder name in ../shared/data/tokenizers or a path")
+    parser.add_argument("--grammar", default=None, help="Lark grammar (default: lark's python.lark)")
+    parser.add_argument("--start", default="file_input")
+    parser.add_argument("--files", default=None, help="folder of .py files (default: this interpreter's stdlib)")
+    parser.add_argument("--max-tokens", type=int, default=1_000_000)
+    parser.add_argument("--mask-every", type=int, default=1, help="compute the full mask every k tokens (1 = all)")
+    parser.add_argument("--cache", default=None, help="mask-store cache folder (default: the library's)")
+    parser.add_argument("--out-dir", default=str(Path(__file__).resolve().parent.parent / "docs" / "results"))
+    parser.add_argument("--name", default="no_false_rejection")
+
+
+def tokenizer_dir(spec: str) -> Path:
+    path = Path(spec)
+    return path if path.exists() else shared_data_dir() / "tokenizers" / spec
+
+
+def python_files(folder: str | None) -> list[Path]:
+    root = Path(folder) if folder else Path(sysconfig.get_paths()["stdlib"])
+    skip = ("site-packages", "test", "tests", "idle_test", "lib2to3")
+    return sorted(p for p in root.rglob("*.py") if not any(part in skip for part in p.relative_to(root).parts))
+
+
+def run(args) -> int:
+    import lark
+    from lark.indenter import PythonIndenter
+    from tokenizers import Tokenizer
+    from tqdm.auto import tqdm
+
+    from cad_outlines.engine.compile import compile_grammar
+    from cad_outlines.engine.matcher import InvalidTokenError, Matcher
+    from cad_outlines.engine.vocabulary import Vocabulary
+
+    grammar = Path(args.grammar) if args.grammar else shared_data_dir() / "grammars/lark/python.lark"
+    tdir = tokenizer_dir(args.tokenizer)
+    vocab = Vocabulary.from_tokenizer(tdir)
+    tok = Tokenizer.from_file(str(tdir / "tokenizer.json"))
+    t0 = time.perf_counter()
+    compiled = compile_grammar(grammar, vocab, start=args.start, cache=args.cache or True)
+    load_s = time.perf_counter() - t0
+    checker = lark.Lark(grammar.read_text(), parser="lalr", lexer="basic", postlex=PythonIndenter(),
+                        start=args.start, import_paths=[str(grammar.parent)])
+    eos = vocab.eos_token_ids[0]
+    stats = dict(files=0, skipped_lark=0, skipped_utf8=0, tokens=0, masks=0, rejected=0, eos_missing=0)
+    rejections: list[str] = []
+    mask_us: list[float] = []
+    bar = tqdm(total=args.max_tokens, unit="tok", desc="teacher-forcing", mininterval=1.0)
+    for path in python_files(args.files):
+        if stats["tokens"] >= args.max_tokens:
+            break
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            stats["skipped_utf8"] += 1
+            continue
+        try:
+            checker.parse(text)
+        except lark.exceptions.LarkError:
+            stats["skipped_lark"] += 1
+            continue
+        ids = tok.encode(text, add_special_tokens=False).ids
+        matcher = Matcher(compiled)
+        ok = True
+        for k, t in enumerate(ids):
+            if k % args.mask_every == 0:
+                started = time.perf_counter()
+                mask = matcher.allowed_mask()
+                mask_us.append(1e6 * (time.perf_counter() - started))
+                stats["masks"] += 1
+                allowed = bool(mask[t])
+            else:
+                allowed = matcher.validate([t]) == 1
+            try:
+                if not allowed:
+                    raise InvalidTokenError("masked")
+                matcher.advance(t)
+            except InvalidTokenError:
+                stats["rejected"] += 1
+                context = tok.decode(ids[max(0, k - 12) : k])
+                rejections.append(f"- {path.name} token {k}: after {context[-60:]!r} the mask rejects "
+                                  f"{vocab.token_bytes[t]!r}")
+                ok = False
+                break
+        stats["tokens"] += k + 1 if ids else 0
+        bar.update(k + 1 if ids else 0)
+        if ok:
+            stats["files"] += 1
+            if not matcher.allowed_mask()[eos]:
+                stats["eos_missing"] += 1
+                rejections.append(f"- {path.name}: EOS not allowed at the end")
+    bar.close()
+    q = np.percentile(mask_us, [50, 99]) if mask_us else [0, 0]
+    rows = [[stats["files"], stats["tokens"], stats["masks"], stats["rejected"], stats["eos_missing"],
+             stats["skipped_lark"], stats["skipped_utf8"], f"{np.mean(mask_us) if mask_us else 0:.0f}",
+             f"{q[0]:.0f}", f"{q[1]:.0f}", f"{max(mask_us) if mask_us else 0:.0f}"]]
+    table = markdown_table(["files", "tokens", "masks checked", "rejected tokens", "EOS not allowed",
+                            "files lark rejects (skipped)", "not UTF-8 (skipped)", "mask mean us", "p50", "p99",
+                            "max"], rows)
+    print(table)
+    body = (f"Grammar `{grammar.name}` (start `{args.start}`, lark basic lexer + PythonIndenter), tokenizer "
+            f"`{tdir.name}`, files: {'stdlib' if not args.files else args.files} (tests and site-packages "
+            f"excluded), only files lark itself parses. Each file is tokenized as one text and fed token by "
+            f"token; at every {args.mask_every}th token the full mask is computed and must contain the true next "
+            f"token; EOS must be allowed after the last token. Store load/build: {load_s:.1f}s.\n\n" + table
+            + ("\n\nRejections:\n" + "\n".join(rejections[:50]) if rejections else "\n\nNo rejections."))
+    cmd = shlex.join(["cad-outlines", "study", "no-false-rejection", "--tokenizer", args.tokenizer,
+                      "--max-tokens", str(args.max_tokens), "--mask-every", str(args.mask_every)])
+    path = write_report(args.out_dir, args.name, "No false rejections (teacher-forced Python)", body, cmd)
+    print(f"wrote {path}")
+    return 0 if not rejections else 1

@@ -12,7 +12,18 @@ from .mask_store import MaskStore
 from .parser import IndentTracker, ParseTables
 from .vocabulary import Vocabulary
 
-__all__ = ["CompiledGrammar"]
+__all__ = ["CompiledGrammar", "RowTrie"]
+
+
+class RowTrie:
+    """Rows sharing emitted-label prefixes share a path; `rows` holds (entered, set id)
+    of the rows whose emitted labels end here."""
+
+    __slots__ = ("children", "rows")
+
+    def __init__(self) -> None:
+        self.children: dict[int, RowTrie] = {}
+        self.rows: list[tuple[tuple[int, ...], int]] = []
 
 
 @dataclass
@@ -35,12 +46,25 @@ class CompiledGrammar:
         never[list(self.vocab.special_ids)] = True
         self.never_allowed = np.flatnonzero(never)
         self._sorted_bytes: list[bytes] | None = None
+        self._tries: dict[int, RowTrie] = {}
         self._sorted_order = np.zeros(0, dtype=np.int32)
 
     def token_bytes(self, token: int) -> bytes:
         if 0 <= token < self.vocab_size and token not in self.vocab.special_ids:
             return self.vocab.token_bytes[token]
         return b""
+
+    def row_trie(self, cfg_id: int) -> RowTrie:
+        """The mask-store rows of a config as a trie over their emitted labels."""
+        trie = self._tries.get(cfg_id)
+        if trie is None:
+            trie = self._tries[cfg_id] = RowTrie()
+            for emitted, entered, sid in self.store.rows[cfg_id]:
+                node = trie
+                for elem in emitted:
+                    node = node.children.setdefault(elem, RowTrie())
+                node.rows.append((entered, sid))
+        return trie
 
     def tokens_extending(self, prefix: bytes) -> np.ndarray:
         """Ids of tokens whose bytes start with `prefix` and are longer."""

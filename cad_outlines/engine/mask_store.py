@@ -51,6 +51,20 @@ class MaskStore:
         else:
             mask[ids] = True
 
+    def union_into(self, mask: np.ndarray, set_ids) -> None:
+        """OR the given sets into `mask` (one fancy-index write for the positive sets)."""
+        positive = [self.set_ids[k] for k in set_ids if not self.set_negated[k]]
+        negative = [self.set_ids[k] for k in set_ids if self.set_negated[k]]
+        if positive:
+            mask[np.concatenate(positive)] = True
+        if negative:
+            lacking = negative[0]
+            for ids in negative[1:]:
+                lacking = np.intersect1d(lacking, ids, assume_unique=True)
+            keep = mask[lacking].copy()
+            mask[:] = True
+            mask[lacking] = keep
+
     # -- persistence ------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         flat_rows, row_ptr, labels_pool = [], [0], []

@@ -89,16 +89,50 @@ class Matcher:
         mask = np.zeros(g.vocab_size, dtype=bool)
         if self.finished:
             return mask
-        memo: dict = {}
-        store = g.store
+        passing: set[int] = set()
         for cfg, pending, acc in self.live:
-            for emitted, entered, sid in store.rows[cfg]:
-                if self._passes(self.parser, pending, self._absolute(emitted, acc), entered, memo):
-                    store.or_into(mask, sid)
+            state = self.parser._run(self._names(pending))
+            if state is not None:
+                self._walk(g.row_trie(cfg), state, acc, passing)
+        g.store.union_into(mask, passing)
         mask[g.never_allowed] = False
         if self._eos_allowed():
             mask[list(g.eos_token_ids)] = True
         return mask
+
+    def _walk(self, root, state, acc: int, passing: set[int]) -> None:
+        """Add the sets of every row of a config's row trie whose labels the parser
+        accepts from `state`: each shared prefix is parsed once, failing ones pruned."""
+        parser, names = self.parser, self.grammar.label_names
+        nl_label = self.grammar.lexer.spec.indent_label
+        entered_memo: dict = {}
+        todo = [(root, state, True)]
+        while todo:
+            node, st, first = todo.pop()
+            for entered, sid in node.rows:
+                if sid in passing:
+                    continue
+                key = (st, entered)
+                ok = entered_memo.get(key)
+                if ok is None:
+                    ok = entered_memo[key] = not entered or any(
+                        lab < 0
+                        or (parser.accepts_newline_after((), st) if lab == nl_label else parser.step(st, names[lab]) is not None)
+                        for lab in entered
+                    )
+                    self.parser_checks += 1
+                if ok:
+                    passing.add(sid)
+            for elem, child in node.children.items():
+                if elem >= INDENT_BASE:
+                    value, absolute = decode_indent(elem)
+                    item = (names[nl_label], value if absolute or not first else acc + value)
+                else:
+                    item = names[elem]
+                self.parser_checks += 1
+                nxt = parser.step(st, item)
+                if nxt is not None:
+                    todo.append((child, nxt, False))
 
     def fill_next_token_bitmask(self, out: np.ndarray) -> None:
         """Write the legal next tokens into `out` as packed bits: int32 words, bit

@@ -213,45 +213,56 @@ class IncrementalParser:
         other.parens, other.indenter = self.parens, self.indenter
         return other
 
-    def _run(self, terminals: Sequence[str | Lexed]):
-        node, levels, parens = self.node, self.levels, self.parens
-        stacks, ind = self._stacks, self.indenter
-        for item in terminals:
+    def state(self) -> tuple[StackNode, tuple[int, ...], int]:
+        """The parser's state as a plain hashable tuple (for :meth:`step`)."""
+        return (self.node, self.levels, self.parens)
+
+    def step(self, state: tuple[StackNode, tuple[int, ...], int], item: str | Lexed):
+        """The state after one terminal from `state`, or None if it is rejected. Pure:
+        neither `self` nor `state` changes."""
+        node, levels, parens = state
+        name, indent = (item, None) if isinstance(item, str) else item
+        ind = self.indenter
+        if ind is None:
+            node = self._stacks.feed(node, name)
+            return None if node is None else (node, levels, parens)
+        expanded = ind.expand(levels, parens, name, indent)
+        if expanded is None:
+            return None
+        names, levels, parens = expanded
+        for n in names:
+            node = self._stacks.feed(node, n)
             if node is None:
                 return None
-            name, indent = (item, None) if isinstance(item, str) else item
-            if ind is None:
-                node = stacks.feed(node, name)
-                continue
-            expanded = ind.expand(levels, parens, name, indent)
-            if expanded is None:
+        return (node, levels, parens)
+
+    def _run(self, terminals: Sequence[str | Lexed], state=None):
+        state = state or (self.node, self.levels, self.parens)
+        if state[0] is None:
+            return None
+        for item in terminals:
+            state = self.step(state, item)
+            if state is None:
                 return None
-            names, levels, parens = expanded
-            for n in names:
-                node = stacks.feed(node, n)
-                if node is None:
-                    return None
-        return None if node is None else (node, levels, parens)
+        return state
 
     def accepts(self, terminals: Sequence[str | Lexed]) -> bool:
         """Whether the terminals consumed so far followed by `terminals` are a prefix of
         some sentence (ending with END: a whole sentence)."""
         return self._run(terminals) is not None
 
-    def accepts_newline_after(self, terminals: Sequence[str | Lexed]) -> bool:
+    def accepts_newline_after(self, terminals: Sequence[str | Lexed], state=None) -> bool:
         """Whether `terminals` then a NEWLINE whose indentation is not known yet (its
         lexeme is still open, so any indentation can follow) are accepted: some
         enclosing level, or a deeper one, must work."""
-        result = self._run(terminals)
+        result = self._run(terminals, state)
         if result is None or self.indenter is None:
             return False
-        node, levels, parens = result
+        _, levels, parens = result
         if parens > 0:
             return True
-        probe = self.fork()
-        probe.node, probe.levels, probe.parens = node, levels, parens
         nl = self.indenter.nl_type
-        return any(probe.accepts([(nl, k)]) for k in sorted(set(levels) | {levels[-1] + 1}))
+        return any(self.step(result, (nl, k)) is not None for k in sorted(set(levels) | {levels[-1] + 1}))
 
     def consume(self, terminals: Sequence[str | Lexed]) -> None:
         """Advance; raises ValueError (changing nothing) if the parser rejects them."""

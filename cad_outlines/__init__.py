@@ -16,11 +16,22 @@ from .edits import (
     resolve,
     split_lines,
 )
+from .engine.compile import compile_grammar
+from .engine.compiled import CompiledGrammar
+from .engine.matcher import InvalidTokenError, Matcher
+from .engine.terminals import GrammarCompileError
+from .engine.vocabulary import Vocabulary
 from .grammars import grammar_path, load_grammar_text
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompiledGrammar",
+    "GrammarCompileError",
+    "InvalidTokenError",
+    "Matcher",
+    "Vocabulary",
+    "compile_grammar",
     "Copy",
     "EditProgram",
     "Gen",
@@ -39,3 +50,16 @@ __all__ = [
     "resolve",
     "split_lines",
 ]
+
+_LAZY = {  # importing outlines takes seconds: load these on first use
+    "CFGLogitsProcessor": "cad_outlines.generators.outlines_processor",
+    "cfg_generator": "cad_outlines.generators.outlines_processor",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'cad_outlines' has no attribute {name!r}")

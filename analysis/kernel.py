@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cad_outlines.generators.kv import cache_len, crop_cache, new_cache
+
 from .report import markdown_table, write_report
 
 DESCRIPTION = "kernel speedup s(N): N decode steps vs one N-token forward on a KV-cache prefix"
@@ -101,32 +103,6 @@ def build_model(config: str | dict, dtype: str = "fp32", device: str = "cpu", se
 
 # --------------------------------------------------------------------------- forward helpers
 
-
-def new_cache(model):
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # older transformers
-        return DynamicCache()
-
-
-def cache_len(cache) -> int:
-    return int(cache.get_seq_length())
-
-
-def crop_cache(cache, length: int) -> None:
-    """Cut ``cache`` back to its first ``length`` positions, and check it.
-
-    ``crop(-k)`` removes k positions in every transformers version (5.x rejects positive arguments,
-    4.x reads them as the length to keep)."""
-    extra = cache_len(cache) - length
-    if extra < 0:
-        raise ValueError(f"cache holds {cache_len(cache)} positions, cannot crop to {length}")
-    if extra:
-        cache.crop(-extra)
-    if cache_len(cache) != length:
-        raise RuntimeError(f"cache crop left {cache_len(cache)} positions, expected {length}")
 
 
 def forward(model, ids, cache, logits_to_keep: int = 0):

@@ -18,3 +18,18 @@ def data_dir() -> Path:
     if path is None:
         pytest.skip("../shared/data not available")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Tests check behaviour, not speed: one intra-op thread avoids the oversubscription
+    slowdowns of tiny models on a busy 2-core machine."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

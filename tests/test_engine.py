@@ -242,3 +242,13 @@ def test_python_indentation_masks(data_dir, vocab, tmp_path_factory):
     bad = Matcher(cg)
     bad.advance_many(encode(vocab, b"def f(x):\n    if x:\n        return x\n"))
     assert bad.validate(encode(vocab, b"  x\n")) < 3  # a dedent to column 2 is no enclosing level
+
+
+def test_bitmask_layout_is_llguidance_s(vocab, json_grammar):
+    m = Matcher(json_grammar)
+    m.advance_many(encode(vocab, b'{"a": tr'))
+    mask = m.allowed_mask()
+    words = np.zeros((len(mask) + 31) // 32, dtype=np.int32)
+    m.fill_next_token_bitmask(words)
+    bits = [(int(words[i // 32]) >> (i % 32)) & 1 for i in range(len(mask))]
+    assert bits == mask.astype(int).tolist()

@@ -90,6 +90,10 @@ class StreamingResolver:
     def done(self) -> bool:
         return self._scanner.done
 
+    def pending_text(self) -> str:
+        """Program text of the op in progress (empty between ops)."""
+        return self._scanner.pending_text()
+
     def close(self, *, partial: bool = False) -> EditProgram:
         """The program read; raises :class:`IncompleteProgramError` if it did not end
         with ``</program>`` unless `partial`."""

@@ -47,6 +47,9 @@ class CompiledGrammar:
         self.never_allowed = np.flatnonzero(never)
         self._sorted_bytes: list[bytes] | None = None
         self._tries: dict[int, RowTrie] = {}
+        # first byte of every token (-1: special or empty), to rule out forced bytes fast
+        self.first_bytes = np.array([b[0] if b and i not in self.vocab.special_ids else -1
+                                     for i, b in enumerate(self.vocab.token_bytes)], dtype=np.int16)
         self._sorted_order = np.zeros(0, dtype=np.int32)
 
     def token_bytes(self, token: int) -> bytes:

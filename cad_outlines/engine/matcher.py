@@ -141,8 +141,7 @@ class Matcher:
         words = out.shape[-1]
         padded = np.zeros(words * 32, dtype=bool)
         padded[: len(mask)] = mask
-        packed = np.packbits(padded.reshape(-1, 8)[:, ::-1], axis=-1).reshape(words, 4)
-        out[...] = packed.view("<u4").reshape(words).view(np.int32)
+        out[...] = np.packbits(padded, bitorder="little").view("<u4").view(np.int32)
 
     def _eos_allowed(self) -> bool:
         return self._eos_ok(self.parser, self.live)
@@ -247,13 +246,18 @@ class Matcher:
         other.finished, other._history, other.parser_checks = self.finished, list(self._history), 0
         return other
 
-    def forced_bytes(self, limit: int = 256) -> bytes:
+    def forced_bytes(self, limit: int = 256, mask: np.ndarray | None = None) -> bytes:
         """The longest byte string every legal continuation starts with (empty where
-        EOS or two different bytes are legal)."""
+        EOS or two different bytes are legal). `mask`, this state's
+        :meth:`allowed_mask` if the caller has it, rules most states out at once."""
         parser, live = self.parser, self.live
         out = bytearray()
         if self.finished:
             return b""
+        if mask is not None:
+            firsts = self.grammar.first_bytes[np.flatnonzero(mask[: len(self.grammar.first_bytes)])]
+            if len(firsts) == 0 or (firsts != firsts[0]).any():
+                return b""
         while len(out) < limit:
             probe = Matcher.__new__(Matcher)
             probe.grammar, probe.parser, probe.live, probe.finished = self.grammar, parser, live, False
@@ -274,12 +278,12 @@ class Matcher:
             parser, live, _ = nxt[1]
         return bytes(out)
 
-    def forced_tokens(self, encode, limit: int = 256) -> list[int]:
+    def forced_tokens(self, encode, limit: int = 256, mask: np.ndarray | None = None) -> list[int]:
         """Tokens to fast-forward: `encode` (text -> token ids, no special tokens) of
         :meth:`forced_bytes`, without a last token that a longer legal token could
         replace (so the model keeps its own tokenization at the boundary), and only as
         far as the matcher accepts them."""
-        data = self.forced_bytes(limit)
+        data = self.forced_bytes(limit, mask)
         if not data:
             return []
         tokens = list(encode(data.decode("utf-8", errors="strict")))

@@ -1,0 +1,168 @@
+"""The Copy-as-Decode loop: prefill equivalence, valid programs, cut-offs, copies as
+single forwards, streaming."""
+
+import pytest
+import torch
+
+from cad_outlines import Copy, parse_program, resolve, split_lines
+from cad_outlines.generators.copy_decode import CopyEditor, Sampling
+from cad_outlines.generators.kv import append, crop_cache, new_cache
+
+DOC = "Once upon a time there was a cat.\nThe cat liked milk.\nOne day the cat saw a dog.\nThey became friends.\n"
+
+
+@pytest.fixture(scope="module")
+def tiny(data_dir):
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    path = data_dir / "models/stories260K_hf"
+    return AutoModelForCausalLM.from_pretrained(path).eval(), PreTrainedTokenizerFast.from_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def editor(tiny, tmp_path_factory):
+    return CopyEditor(*tiny, cache=tmp_path_factory.mktemp("cache"))
+
+
+def random_qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=1000, max_position_embeddings=512)
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("which", ["qwen2-random", "tiny"])
+def test_k_token_prefill_equals_k_single_steps(which, request):
+    model = random_qwen2() if which == "qwen2-random" else request.getfixturevalue("tiny")[0]
+    gen = torch.Generator().manual_seed(1)
+    vocab = model.config.vocab_size
+    prefix = torch.randint(0, vocab, (20,), generator=gen).tolist()
+    block = torch.randint(0, vocab, (9,), generator=gen).tolist()
+    cache = new_cache(model)
+    append(model, cache, prefix)
+    all_at_once = append(model, cache, block, all_logits=True)
+    crop_cache(cache, len(prefix))
+    steps = torch.stack([append(model, cache, [t]) for t in block])
+    assert torch.allclose(all_at_once, steps, atol=1e-4, rtol=1e-4)
+
+
+def check_program(result, n_lines):
+    program = parse_program(result.program_text, partial=not result.complete)
+    assert program.ops == result.program.ops
+    for op in program.ops:
+        if isinstance(op, Copy):
+            assert 1 <= op.start <= op.end <= n_lines, op
+    assert resolve(program, result.document, partial=not result.complete) == result.text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sampled_runs_give_valid_programs_and_report_cut_offs(editor, seed):
+    result = editor.edit(DOC, "Make the dog a bird.", max_new_tokens=40,
+                         sampling=Sampling(temperature=1.0, top_p=0.95, seed=seed), monotonic=seed % 2 == 1)
+    check_program(result, len(split_lines(DOC)))
+    assert result.stats.generated_tokens <= 40
+    if not result.complete:
+        assert result.stop_reason == "max_new_tokens" and result.stats.generated_tokens == 40
+    if seed % 2:
+        ends = [op for op in result.program.ops if isinstance(op, Copy)]
+        assert all(b.start > a.end for a, b in zip(ends, ends[1:]))
+
+
+def test_greedy_is_deterministic(editor):
+    a = editor.edit(DOC, "x", max_new_tokens=30)
+    b = editor.edit(DOC, "x", max_new_tokens=30)
+    assert a.program_text == b.program_text
+
+
+class Scripted(torch.nn.Module):
+    """Wraps a real model (so the KV cache is real) and pushes its logits toward a
+    scripted program text: the next token is the longest vocabulary token that the
+    script continues with. Needs copy_mode="skip" (the context is then the program)."""
+
+    def __init__(self, model, editor, script: str, prompt_len: int):
+        super().__init__()
+        self.model, self.editor, self.script, self.prompt_len = model, editor, script.encode(), prompt_len
+        self.config = model.config
+        self.seen: list[int] = []
+
+    def forward(self, input_ids, **kwargs):
+        out = self.model(input_ids=input_ids, **kwargs)
+        self.seen.extend(input_ids[0].tolist())
+        text = b"".join(self.editor.vocab.token_bytes[t] for t in self.seen[self.prompt_len :])
+        rest = self.script[len(text) :] if self.script.startswith(text) else b""
+        if rest:
+            nxt = self.editor._greedy(rest)[0]
+            out.logits[0, -1, nxt] += 1000.0
+        return out
+
+
+def test_scripted_program_completes_with_copies_and_fast_forward(tiny, editor):
+    model, tok = tiny
+    script = '<copy lines="1-2"/>\n<gen>One day the cat saw a bird.\n</gen>\n<copy lines="4-4"/>\n</program>'
+    prompt = "Edit:\n<program>"
+    scripted = Scripted(model, editor, script, len(editor.encode(prompt)))
+    ed = CopyEditor(scripted, tok, grammar=editor.grammar)
+    events = list(ed.stream(DOC, "", prompt=prompt, copy_mode="skip", max_new_tokens=200))
+    result = events[-1].result
+    assert result.complete and result.stop_reason == "end"
+    assert result.program_text == script
+    assert result.text == DOC.replace("a dog", "a bird")
+    assert "".join(e.text for e in events) == result.text  # streamed text = the new document
+    assert [e.op for e in events if e.op] == list(result.program.ops)
+    assert result.stats.fast_forwarded_tokens > 0 and result.stats.forwards["fast_forward"] > 0
+    assert result.stats.copied_tokens == 0  # skip mode: copies cost nothing
+    assert "+One day the cat saw a bird." in result.diff()
+
+
+def test_prefill_mode_puts_each_copy_in_one_forward(tiny, editor):
+    model, tok = tiny
+    calls = []
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model, self.config = model, model.config
+
+        def forward(self, input_ids, **kwargs):
+            calls.append(input_ids.shape[1])
+            return self.model(input_ids=input_ids, **kwargs)
+
+    ed = CopyEditor(Counting(), tok, grammar=editor.grammar)
+    result = ed.edit(DOC, "x", max_new_tokens=40)
+    copies = [op for op in result.program.ops if isinstance(op, Copy)]
+    stats = result.stats
+    assert stats.total_forwards == len(calls)
+    assert stats.forwards["decode"] + stats.forwards["copy"] + stats.forwards["fast_forward"] + 1 == len(calls)
+    if copies:
+        assert stats.copied_tokens >= sum(op.end - op.start + 1 for op in copies)  # at least a token a line
+        assert max(calls[1:]) > 1  # some forward carried many tokens at once
+
+
+def test_oracle_execution_reproduces_the_gold_text(editor):
+    from cad_outlines import oracle_program
+
+    after = DOC.replace("liked milk", "liked fish").replace("a dog", "a bird")
+    program = oracle_program(DOC, after)
+    for mode in ("prefill", "skip"):
+        result = editor.execute(DOC, program.to_text(header=False), copy_mode=mode)
+        assert result.complete and result.text == after
+        assert result.program == program
+        if mode == "prefill":
+            assert result.stats.forwards["copy"] >= 1
+
+
+def test_oracle_execution_of_every_humanevalfix_python_case(editor, data_dir):
+    import json
+
+    from cad_outlines import oracle_program
+
+    rows = (data_dir / "edits/humanevalpack/python/humanevalpack.jsonl").read_text().splitlines()
+    for raw in rows:
+        d = json.loads(raw)
+        before, after = d["declaration"] + d["buggy_solution"], d["declaration"] + d["canonical_solution"]
+        result = editor.execute(before, oracle_program(before, after).to_text(header=False),
+                                prompt="Fix the bug.\n<program>")
+        assert result.complete and result.text == after, d["task_id"]
+    assert len(rows) == 164

@@ -43,6 +43,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
     demo_args(demo)
 
+    edit = sub.add_parser("edit", help="apply an edit to a file with a transformers model (Copy-as-Decode)")
+    from .edit_cli import add_arguments as edit_args
+
+    edit_args(edit)
+
     study = sub.add_parser("study", help="run a study from analysis/ and write its report into docs/results/")
     studies = study.add_subparsers(dest="study", required=True)
     for name, module in sorted(_studies().items()):
@@ -56,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     if args.command == "demo":
         from .demo import run
+
+        return run(args)
+    if args.command == "edit":
+        from .edit_cli import run
 
         return run(args)
     if args.command == "study":

@@ -1,7 +1,11 @@
 """``cad-outlines demo``: the main job on the embedded examples, with no downloads.
 
 For each example: the document with its line numbers, the oracle edit program, its
-resolution (checked against the expected text) and the copy ceiling.
+resolution (checked against the expected text), the copy ceiling, and the program run
+through the real Copy-as-Decode loop on the embedded model (random weights, teacher-forced
+through the program): forwards and tokens, against one forward per output token for
+rewriting the document. Then one sampled run of the untrained model: a valid (if
+meaningless) program, cut off by its token budget.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser) -> None:
     parser.add_argument("--example", action="append", help="run only these examples (by name)")
     parser.add_argument("--tokenizer", help="tokenizer.json or a directory holding one, for exact token counts")
+    parser.add_argument("--no-model", action="store_true", help="skip the decode-loop runs")
 
 
 def _token_offsets_fn(path: str | None):
@@ -30,17 +35,35 @@ def _token_offsets_fn(path: str | None):
     return (lambda text: tok.encode(text, add_special_tokens=False).offsets), f"the tokenizer {path}"
 
 
+def _editor():
+    import tempfile
+
+    from .examples.toy_model import toy_model_and_tokenizer
+    from .generators.copy_decode import CopyEditor
+
+    model, tokenizer = toy_model_and_tokenizer()
+    return CopyEditor(model, tokenizer, cache=tempfile.mkdtemp(prefix="cad-demo-"))
+
+
+def _stats_line(stats) -> str:
+    f = stats.forwards
+    return (f"{stats.total_forwards} forwards (prompt {f['prompt']}, decode {f['decode']}, copy {f['copy']}, "
+            f"fast-forward {f['fast_forward']}); tokens: {stats.generated_tokens} generated, "
+            f"{stats.copied_tokens} copied, {stats.fast_forwarded_tokens} fast-forwarded; "
+            f"{stats.wall_s * 1000:.0f} ms ({stats.model_s * 1000:.0f} in the model, {stats.mask_s * 1000:.0f} masking)")
+
+
 def run(args) -> int:
     offsets_fn, how = _token_offsets_fn(args.tokenizer)
     examples = [e for e in load_examples() if not args.example or e.name in args.example]
     if not examples:
         raise SystemExit(f"no example named {args.example}")
+    editor = None if args.no_model else _editor()
     failures = 0
     for ex in examples:
         program = oracle_program(ex.before, ex.after)
         new_text = resolve(program, ex.before)
         ok = new_text == ex.after
-        failures += not ok
         covered, total = copy_coverage(program, ex.before, offsets_fn(new_text) if offsets_fn else None)
         print(f"=== {ex.name}: {ex.instruction}")
         print("--- document")
@@ -49,5 +72,21 @@ def run(args) -> int:
         print(program.to_text())
         print("--- resolved" + ("" if ok else " (MISMATCH)"))
         print(new_text if new_text.endswith("\n") else new_text + "\\ No newline at end of file\n", end="")
-        print(f"--- copy ceiling: {covered}/{total} output tokens ({100 * covered / max(total, 1):.1f}%) are copied, by {how}\n")
+        print(f"--- copy ceiling: {covered}/{total} output tokens ({100 * covered / max(total, 1):.1f}%) are copied, by {how}")
+        if editor is not None:
+            result = editor.execute(ex.before, program.to_text(header=False), ex.instruction)
+            ok = ok and result.complete and result.text == ex.after
+            rewrite = len(editor.encode(ex.after))
+            print(f"--- decode loop (embedded model, teacher-forced through the program): {_stats_line(result.stats)}")
+            print(f"    rewriting the document instead: {rewrite} decode forwards")
+        failures += not ok
+        print()
+    if editor is not None:
+        from .generators.copy_decode import Sampling
+
+        ex = examples[0]
+        result = editor.edit(ex.before, ex.instruction, max_new_tokens=40, sampling=Sampling(temperature=1.0, seed=0))
+        print("=== a sampled run of the untrained embedded model (valid program, meaningless content)")
+        print(result.program_text + ("" if result.complete else f"  [cut off: {result.stop_reason}]"))
+        print(f"--- {_stats_line(result.stats)}")
     return 1 if failures else 0

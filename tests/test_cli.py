@@ -9,6 +9,8 @@ def test_demo_runs_offline_and_resolves_every_example(capsys):
     out = capsys.readouterr().out
     assert out.count("--- oracle program") == len(load_examples())
     assert "MISMATCH" not in out and "copy ceiling" in out
+    assert out.count("--- decode loop") == len(load_examples())
+    assert "a sampled run of the untrained embedded model" in out
 
 
 def test_roundtrip_study_on_any_jsonl(tmp_path, capsys):

@@ -166,3 +166,16 @@ def test_oracle_execution_of_every_humanevalfix_python_case(editor, data_dir):
                                 prompt="Fix the bug.\n<program>")
         assert result.complete and result.text == after, d["task_id"]
     assert len(rows) == 164
+
+
+def test_edit_command_reports_a_cut_off_run(data_dir, tmp_path, capsys):
+    from cad_outlines.cli import main
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    out = tmp_path / "new.txt"
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(data_dir / "models/stories260K_hf"),
+                 "--max-new-tokens", "5", "--output", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1 and "INCOMPLETE: max_new_tokens" in captured.err and not out.exists()
+    assert "<program>" in captured.out

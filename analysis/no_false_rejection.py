@@ -63,7 +63,33 @@ def run(args) -> int:
     rejections: list[str] = []
     mask_us: list[float] = []
     bar = tqdm(total=args.max_tokens, unit="tok", desc="teacher-forcing", mininterval=1.0)
+    last_report = time.perf_counter()
+
+    def report(final: bool):
+        q = np.percentile(mask_us, [50, 99]) if mask_us else [0, 0]
+        rows = [[stats["files"], stats["tokens"], stats["masks"], stats["rejected"], stats["eos_missing"],
+                 stats["skipped_lark"], stats["skipped_utf8"], f"{np.mean(mask_us) if mask_us else 0:.0f}",
+                 f"{q[0]:.0f}", f"{q[1]:.0f}", f"{max(mask_us) if mask_us else 0:.0f}"]]
+        table = markdown_table(["files", "tokens", "masks checked", "rejected tokens", "EOS not allowed",
+                                "files lark rejects (skipped)", "not UTF-8 (skipped)", "mask mean us", "p50", "p99",
+                                "max"], rows)
+        status = "" if final else (f"**Partial: this run was still going when this was written "
+                                   f"({stats['tokens']:,} of {args.max_tokens:,} tokens).**\n\n")
+        body = (status + f"Grammar `{grammar.name}` (start `{args.start}`, lark basic lexer + PythonIndenter), "
+                f"tokenizer `{tdir.name}`, files: {'stdlib' if not args.files else args.files} (tests and "
+                f"site-packages excluded), only files lark itself parses. Each file is tokenized as one text and fed "
+                f"token by token; at every {args.mask_every}th token the full mask is computed and must contain the "
+                f"true next token; EOS must be allowed after the last token. Store load/build: {load_s:.1f}s.\n\n"
+                + table + ("\n\nRejections:\n" + "\n".join(rejections[:50]) if rejections else "\n\nNo rejections."))
+        cmd = shlex.join(["cad-outlines", "study", "no-false-rejection", "--tokenizer", args.tokenizer,
+                          "--max-tokens", str(args.max_tokens), "--mask-every", str(args.mask_every)])
+        path = write_report(args.out_dir, args.name, "No false rejections (teacher-forced Python)", body, cmd)
+        return table, path
+
     for path in python_files(args.files):
+        if time.perf_counter() - last_report > 120:
+            report(final=False)
+            last_report = time.perf_counter()
         if stats["tokens"] >= args.max_tokens:
             break
         try:
@@ -107,22 +133,7 @@ def run(args) -> int:
                 stats["eos_missing"] += 1
                 rejections.append(f"- {path.name}: EOS not allowed at the end")
     bar.close()
-    q = np.percentile(mask_us, [50, 99]) if mask_us else [0, 0]
-    rows = [[stats["files"], stats["tokens"], stats["masks"], stats["rejected"], stats["eos_missing"],
-             stats["skipped_lark"], stats["skipped_utf8"], f"{np.mean(mask_us) if mask_us else 0:.0f}",
-             f"{q[0]:.0f}", f"{q[1]:.0f}", f"{max(mask_us) if mask_us else 0:.0f}"]]
-    table = markdown_table(["files", "tokens", "masks checked", "rejected tokens", "EOS not allowed",
-                            "files lark rejects (skipped)", "not UTF-8 (skipped)", "mask mean us", "p50", "p99",
-                            "max"], rows)
+    table, path = report(final=True)
     print(table)
-    body = (f"Grammar `{grammar.name}` (start `{args.start}`, lark basic lexer + PythonIndenter), tokenizer "
-            f"`{tdir.name}`, files: {'stdlib' if not args.files else args.files} (tests and site-packages "
-            f"excluded), only files lark itself parses. Each file is tokenized as one text and fed token by "
-            f"token; at every {args.mask_every}th token the full mask is computed and must contain the true next "
-            f"token; EOS must be allowed after the last token. Store load/build: {load_s:.1f}s.\n\n" + table
-            + ("\n\nRejections:\n" + "\n".join(rejections[:50]) if rejections else "\n\nNo rejections."))
-    cmd = shlex.join(["cad-outlines", "study", "no-false-rejection", "--tokenizer", args.tokenizer,
-                      "--max-tokens", str(args.max_tokens), "--mask-every", str(args.mask_every)])
-    path = write_report(args.out_dir, args.name, "No false rejections (teacher-forced Python)", body, cmd)
     print(f"wrote {path}")
     return 0 if not rejections else 1

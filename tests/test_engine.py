@@ -204,7 +204,8 @@ def rowwise_mask(m: Matcher) -> np.ndarray:
     memo: dict = {}
     for cfg, pending, acc in m.live:
         for emitted, entered, sid in g.store.rows[cfg]:
-            if m._passes(m.parser, pending, m._absolute(emitted, acc), entered, memo):
+            resolved = m._absolute(emitted, acc)
+            if resolved is not None and m._passes(m.parser, pending, resolved, entered, memo):
                 g.store.or_into(mask, sid)
     mask[g.never_allowed] = False
     if m.is_accepting():
@@ -242,6 +243,12 @@ def test_python_indentation_masks(data_dir, vocab, tmp_path_factory):
     bad = Matcher(cg)
     bad.advance_many(encode(vocab, b"def f(x):\n    if x:\n        return x\n"))
     assert bad.validate(encode(vocab, b"  x\n")) < 3  # a dedent to column 2 is no enclosing level
+    # a comment at the very end with no line break after it is a NEWLINE lark's Indenter cannot read
+    tail = Matcher(cg)
+    tail.advance_many(encode(vocab, b"x = 1  #"))
+    assert not tail.is_accepting()
+    tail.advance_many(encode(vocab, b"\n"))
+    assert tail.is_accepting()
 
 
 def test_bitmask_layout_is_llguidance_s(vocab, json_grammar):

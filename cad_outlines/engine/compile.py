@@ -20,7 +20,7 @@ from .vocabulary import Vocabulary
 
 __all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir"]
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 
 
 def cache_dir() -> Path:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["BOUNDARY", "TerminalAutomaton", "LexerSpec", "Config", "ConfigTable", "Lexer", "INDENT_BASE",
-           "encode_indent", "decode_indent", "indent_step"]
+           "encode_indent", "decode_indent", "indent_step", "NO_LINE_BREAK"]
 
 BOUNDARY = -1
 
@@ -47,9 +47,17 @@ def decode_indent(x: int) -> tuple[int, bool]:
     return v >> 1, bool(v & 1)
 
 
+NO_LINE_BREAK = -1  # a NEWLINE lexeme with no line break yet (only a comment): lark's Indenter fails on it
+
+
 def indent_step(acc: int, b: int, tab_len: int = 8) -> int:
-    """lark's Indenter counts spaces and tabs after the NEWLINE's last line break."""
-    return 0 if b == 10 else acc + 1 if b == 32 else acc + tab_len if b == 9 else acc
+    """lark's Indenter counts spaces and tabs after the NEWLINE's last line break; a
+    lexeme starts at NO_LINE_BREAK."""
+    if b == 10:
+        return 0
+    if acc < 0:
+        return acc
+    return acc + 1 if b == 32 else acc + tab_len if b == 9 else acc
 
 
 @dataclass(frozen=True)
@@ -296,12 +304,14 @@ class Lexer:
                         owner = cfg.owner if cfg.owner != BOUNDARY else (c2.owner if lab is None else None)
                         if owner is None:  # a lexeme started and ended on this byte
                             owner = nl_owner if lab == nl_label else -2
-                        a2 = indent_step(a if cfg.owner == nl_owner else 0, b, tab) if owner == nl_owner else 0
+                        a2 = indent_step(a if cfg.owner == nl_owner else NO_LINE_BREAK, b, tab) if owner == nl_owner else 0
                     else:
                         a2 = 0
                     if lab is None or lab in ignored:
                         e2 = emitted
                     elif lab == nl_label:
+                        if a2 < 0:  # lark's Indenter cannot read this NEWLINE: no line break in it
+                            continue
                         e2 = emitted + (encode_indent(a2, True),)
                     else:
                         e2 = emitted + (lab,)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .lexer import BOUNDARY, INDENT_BASE, Config, Lexer, indent_step
+from .lexer import BOUNDARY, INDENT_BASE, NO_LINE_BREAK, Config, Lexer, indent_step
 
 __all__ = ["TokenBytes", "ConfigTransitions", "index_config", "explore"]
 
@@ -116,8 +116,8 @@ class _Indexer:
         (constraints `cons` already advanced)."""
         a = self.autos[i]
         lab = int(a.label[s])
-        acc0 = indent_step(0, first, self.tab) if i == self.nl_owner else 0
-        if lab >= 0:
+        acc0 = indent_step(NO_LINE_BREAK, first, self.tab) if i == self.nl_owner else 0
+        if lab >= 0 and not (lab == self.nl_label and acc0 < 0):
             elem = INDENT_BASE + 2 * acc0 + 1 if lab == self.nl_label else lab
             work.append(("b", self.lexer.ended_cons(i, s, cons), rows, pos,
                          emitted if lab in self.ignored else emitted + (elem,)))
@@ -166,7 +166,7 @@ class _Indexer:
                         break
                 b = data[rows, pos]
                 if is_nl:
-                    acc = np.where(b == 10, 0, acc + (b == 32) + tab * (b == 9)).astype(np.int32)
+                    acc = np.where(b == 10, 0, np.where(acc < 0, acc, acc + (b == 32) + tab * (b == 9))).astype(np.int32)
                     absolute = absolute | (b == 10)
                 ostate = a.trans[ostate, b]
                 alive = ostate != a.dead
@@ -183,6 +183,8 @@ class _Indexer:
                     break
                 labels = a.label[ostate]
                 ends = labels >= 0
+                if is_nl:  # a NEWLINE with no line break cannot end (lark's Indenter fails on it)
+                    ends &= ~((labels == nl_label) & (acc < 0))
                 if ends.any():
                     elems = labels[ends]
                     if is_nl:

@@ -54,12 +54,14 @@ class Matcher:
         return tuple(out)
 
     @staticmethod
-    def _absolute(emitted: tuple[int, ...], acc: int) -> tuple[int, ...]:
+    def _absolute(emitted: tuple[int, ...], acc: int) -> tuple[int, ...] | None:
         """Resolve a NEWLINE indentation relative to the lexeme carried in (only the
-        first emitted label can be relative)."""
+        first emitted label can be relative); None if it cannot be read."""
         if emitted and emitted[0] >= INDENT_BASE:
             value, absolute = decode_indent(emitted[0])
             if not absolute:
+                if acc < 0:  # no line break before: lark's Indenter cannot read it
+                    return None
                 return (encode_indent(acc + value, True),) + emitted[1:]
         return emitted
 
@@ -126,6 +128,8 @@ class Matcher:
             for elem, child in node.children.items():
                 if elem >= INDENT_BASE:
                     value, absolute = decode_indent(elem)
+                    if not absolute and first and acc < 0:
+                        continue  # no line break in this NEWLINE: lark's Indenter cannot read it
                     item = (names[nl_label], value if absolute or not first else acc + value)
                 else:
                     item = names[elem]
@@ -151,7 +155,7 @@ class Matcher:
         nl_label = lexer.spec.indent_label
         for cfg, pending, acc in live:
             final = lexer.final_labels(cfg)
-            if final is None:
+            if final is None or (nl_label in final and acc < 0):
                 continue
             tail = tuple(encode_indent(acc, True) if x == nl_label else x for x in final if x is not None)
             if parser.accepts(self._names(pending + tail) + (END,)):

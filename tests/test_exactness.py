@@ -257,6 +257,9 @@ def test_checker_python(data_dir):
              'x = "a\\\\" c': False, 'x = "a\\" c': True}  # an even / odd number of backslashes
     for prefix, legal in cases.items():
         assert ck.legal_text(prefix) == legal, prefix
+    # a trailing comment without a line break lexes as _NEWLINE, and lark's PythonIndenter fails on
+    # it (IndexError): a legal prefix (a line break may follow), but not a sentence
+    assert ck.is_legal_prefix(b"x #c") and not ck.is_sentence(b"x #c") and ck.is_sentence(b"x #c\n")
     assert not ck.inconsistencies, ck.inconsistencies[:3]
 
 

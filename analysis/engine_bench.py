@@ -983,7 +983,7 @@ def _report(args, results, docsets, toks, inline_notes, load_before, load_after,
     for g, ds in docsets.items():
         docs_lines.append(f"- **{g}**: {len(ds.docs)} of {ds.candidates} candidate documents parse with the grammar "
                           f"(lark, LALR, basic lexer){': ' + ', '.join(d.name for d in ds.docs) if len(ds.docs) <= 12 else ''}"
-                          + (f"; not parsed: " + "; ".join(_short(x, 160) for x in ds.rejected) if ds.rejected else ""))
+                          + ("; not parsed: " + "; ".join(_short(x, 160) for x in ds.rejected) if ds.rejected else ""))
     tok_lines = [f"- {n}: vocabulary {t['vocab'].size:,} ids (tokenizer {t['vocab'].tokenizer_size:,}), EOS {t['vocab'].eos_token_ids}"
                  + (f"; {'; '.join(t['notes'])}" if t["notes"] else "") for n, t in toks.items()]
     versions = ", ".join(f"{p} {_version(p)}" for p in ("llguidance", "xgrammar", "lark", "numpy", "outlines", "outlines-core"))

@@ -128,7 +128,7 @@ class _Indexer:
 
     def _drain(self, work: deque, results: dict) -> None:
         data, lengths = self.tokens.data, self.tokens.lengths
-        lexer, autos, ignored = self.lexer, self.autos, self.ignored
+        lexer, autos = self.lexer, self.autos
         nl_label, tab = self.nl_label, self.tab
         while work:
             item = work.popleft()

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..edits.lines import number_lines, split_lines
-from ..edits.program import COPY_OPEN, Copy, EditProgram, Gen, Op
+from ..edits.program import COPY_OPEN, Copy, EditProgram, Op
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compile import compile_grammar
 from ..engine.compiled import CompiledGrammar

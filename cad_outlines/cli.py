@@ -48,6 +48,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
     edit_args(edit)
 
+    an = sub.add_parser("analyze", help="grammar analysis report (streamlining) for a Lark grammar and a tokenizer")
+    an.add_argument("grammar", help="a .lark file")
+    an.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer folder (tokenizer.json)")
+    an.add_argument("--start", default=None, help="start symbol (default: the grammar's first)")
+    an.add_argument("--document", default=None, help="a text of the grammar's language: decoding is measured on it")
+    an.add_argument("--out", default=".", help="folder for <grammar>.analysis.md/.json/.png (default: here)")
+    an.add_argument("--no-cache", action="store_true", help="do not read or write the mask-store cache")
+
     study = sub.add_parser("study", help="run a study from analysis/ and write its report into docs/results/")
     studies = study.add_subparsers(dest="study", required=True)
     for name, module in sorted(_studies().items()):
@@ -67,9 +75,34 @@ def main(argv: list[str] | None = None) -> int:
         from .edit_cli import run
 
         return run(args)
+    if args.command == "analyze":
+        return _analyze(args)
     if args.command == "study":
         return int(args._study_module.run(args) or 0)
     return 2
+
+
+def _analyze(args) -> int:
+    from transformers import AutoTokenizer
+
+    from .engine.vocabulary import Vocabulary
+    from .grammar_report import analyze_grammar
+
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    vocab = Vocabulary.from_tokenizer(tokenizer)
+    tokens = None
+    if args.document:
+        text = Path(args.document).read_text(encoding="utf-8")
+        tokens = list(tokenizer.encode(text, add_special_tokens=False))
+        if b"".join(vocab.token_bytes[t] for t in tokens) != text.encode("utf-8"):
+            raise SystemExit(f"{args.document}: the tokenizer does not spell the document byte for byte")
+    report = analyze_grammar(args.grammar, vocab, start=args.start, document=args.document and Path(args.document).name,
+                             document_tokens=tokens, tokenizer_name=Path(args.tokenizer).name,
+                             cache=not args.no_cache)
+    files = report.save(args.out, f"{Path(args.grammar).stem}.analysis")
+    print(report.to_markdown())
+    print("wrote " + ", ".join(map(str, files)))
+    return 0
 
 
 if __name__ == "__main__":

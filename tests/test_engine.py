@@ -160,10 +160,13 @@ def test_special_tokens_are_never_allowed(vocab, json_grammar):
 
 def test_store_round_trips_through_the_cache(vocab, tmp_path):
     first = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    raw = compile_grammar(JSON, vocab, cache=False, progress=False, streamline=False)
     files = list(tmp_path.glob("store-*.npz"))
-    assert len(files) == 1
-    loaded = MaskStore.load(files[0])
-    assert loaded.digest() == first.store.digest()
+    streamlined = list(tmp_path.glob("streamlined-*.npz"))
+    assert len(files) == 1 and len(streamlined) == 1
+    assert MaskStore.load(files[0]).digest() == raw.store.digest()
+    assert MaskStore.load(streamlined[0]).digest() == first.store.digest()
+    assert first.streamlined and first.store.n_rows < raw.store.n_rows
     second = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
     m1, m2 = Matcher(first), Matcher(second)
     for tok in encode(vocab, b'{"a": [tru'):

@@ -11,16 +11,19 @@ from pathlib import Path
 import lark
 
 from .compiled import CompiledGrammar
+from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
 from .lexer_index import TokenBytes
 from .mask_store import MaskStore, build_mask_store
 from .parser import IndentTracker, ParseTables
+from .streamline import streamline as streamline_store
 from .terminals import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
 __all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
+STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 
 
 def cache_dir() -> Path:
@@ -78,13 +81,16 @@ def _library_version() -> str:
 
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
-                    postlex="auto", cache: bool | str | Path = True, progress: bool = True) -> CompiledGrammar:
+                    postlex="auto", cache: bool | str | Path = True, progress: bool = True,
+                    streamline: bool = True) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
     `grammar` is grammar text or a path to a .lark file. The mask store is cached on disk
     (``cache_dir()`` or the folder given as `cache`), keyed by the grammar's content,
     the vocabulary's content hash and the library version; `cache=False` always builds.
-    Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
+    With `streamline` (the default) the matcher uses the store rewritten by grammar
+    analysis (:mod:`.streamline`; same masks, fewer parser questions), cached the same
+    way. Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
     terminal for a construct that cannot be compiled.
     """
     lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
@@ -112,7 +118,34 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
             tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
             store.save(tmp)
             os.replace(tmp, path)
-    return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint)
+    if streamline:
+        spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder else None
+        if spath is not None and spath.is_file():
+            store = MaskStore.load(spath)
+        else:
+            analysis = GrammarAnalysis.from_lark(lk, start)
+            say = _step_printer() if progress else None
+            store = streamline_store(store, lexer, analysis, progress=say, lr=LRGame(tables)).store
+            if spath is not None:
+                tmp = spath.with_suffix(f".tmp{os.getpid()}.npz")
+                store.save(tmp)
+                os.replace(tmp, spath)
+    return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint, streamlined=streamline)
+
+
+def _step_printer():
+    from tqdm.auto import tqdm
+
+    bar = tqdm(desc="streamlining", total=4, unit="step", leave=False)
+
+    def say(msg: str) -> None:
+        if msg.endswith("rows"):
+            bar.update(1)
+            bar.set_postfix_str(msg)
+            if bar.n >= bar.total:
+                bar.close()
+
+    return say
 
 
 def _progress_bar():

@@ -37,6 +37,7 @@ class CompiledGrammar:
     tables: ParseTables
     indenter: IndentTracker | None = None
     grammar_hash: str = ""
+    streamlined: bool = False  # the store was rewritten by grammar analysis
 
     def __post_init__(self) -> None:
         self.label_names: list[str] = list(self.lexer.spec.labels)

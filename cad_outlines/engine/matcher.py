@@ -114,10 +114,13 @@ class Matcher:
             for entered, sid in node.rows:
                 if sid in passing:
                     continue
+                if not entered:
+                    passing.add(sid)  # nothing entered: the labels on the path decided it
+                    continue
                 key = (st, entered)
                 ok = entered_memo.get(key)
                 if ok is None:
-                    ok = entered_memo[key] = not entered or any(
+                    ok = entered_memo[key] = any(
                         lab < 0
                         or (parser.accepts_newline_after((), st) if lab == nl_label else parser.step(st, names[lab]) is not None)
                         for lab in entered

@@ -35,6 +35,7 @@ class ParseTables:
         self.end_state: int = table.end_states[start]
         rule_index: dict[object, int] = {}
         self.rules: list[tuple[str, int]] = []
+        self.rule_rhs: list[tuple[str, ...]] = []
         self.actions: dict[int, dict[str, tuple[bool, int]]] = {}
         self.goto: dict[int, dict[str, int]] = {}
         for state, row in table.states.items():
@@ -50,6 +51,7 @@ class ParseTables:
                     if arg not in rule_index:
                         rule_index[arg] = len(self.rules)
                         self.rules.append((arg.origin.name, len(arg.expansion)))
+                        self.rule_rhs.append(tuple(sym.name for sym in arg.expansion))
                     acts[symbol] = (False, rule_index[arg])
             self.actions[state] = acts
             self.goto[state] = gotos

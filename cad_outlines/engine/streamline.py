@@ -1,0 +1,412 @@
+"""Mask-store streamlining: rewrite the store with grammar analyses so that decoding asks
+the parser fewer questions, with identical masks (seeds 002 and 003).
+
+A row ``(emitted, entered, set)`` of configuration q passes, for a live configuration
+with parser state P and labels `pending` beyond it, iff P·pending·emitted·n is a prefix
+of the language for some n in `entered` (-1: nothing needed; ``()``: nothing entered).
+Each step below replaces rows only by rows with the same answer in every such context:
+
+1. **interchangeable**: labels of a group of interchangeable terminals are replaced by
+   the group's representative (appendix 6.2: PXS and PXφ(S) pass together); rows that
+   become equal merge (their token sets are OR-ed).
+2. **one-hop successors**: an entered label n is dropped where emitted·n holds an
+   adjacent pair that never occurs in a sentence, a row where emitted does or no entered
+   label is left (SynCode's pruning; ``one_hop_only`` applies it to the original store
+   as the baseline).
+3. **pairwise always/never**: a row's check is cut to its shortest prefix from which
+   every adjacent pair is always legal (appendix 6.1: PX·a·b passes iff PX·a does when
+   ``is_always_legal(a, b)``); entered labels go when one of them is always legal after
+   the last emitted label. In a configuration whose current lexeme can only be label x,
+   x itself was checked when the lexeme was entered, so a row cut to ``(x,)`` or to
+   entered ``(x,)`` is unconditional: it becomes ``((), ())``, which needs no parser.
+4. **whole sequences**: the exact ``is_never_legal`` (Bar-Hillel) on every remaining
+   sequence of three or more labels, and ``is_always_legal`` on suffixes of up to
+   ``first_k`` labels (chained), as in step 3.
+
+Labels carrying a NEWLINE under an indenter are never cut across (the indentation is
+checked by the parser) and are kept in never-legal answers with the freedom the
+Indenter gives them (vanish inside brackets; INDENT/DEDENTs after them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .grammar_analysis import START, GrammarAnalysis, LRGame
+from .lexer import BOUNDARY, INDENT_BASE, ConfigTable, Lexer
+from .mask_store import MaskStore, Row
+
+__all__ = ["StreamlineStep", "StreamlineResult", "streamline", "one_hop_only", "config_contexts", "STEPS"]
+
+STEPS = ("original", "interchangeable", "one-hop successors", "pairwise always/never", "whole sequences")
+
+
+@dataclass
+class StreamlineStep:
+    name: str
+    rows: int
+    seconds: float
+    rows_per_config: list[int] = field(default_factory=list)
+
+
+@dataclass
+class StreamlineResult:
+    store: MaskStore
+    steps: list[StreamlineStep]
+    groups: list[list[str]]
+    never_queries: int = 0
+    always_queries: int = 0
+
+
+class _Rows:
+    """Rows per config as {(emitted, entered): [set ids]} while they are rewritten."""
+
+    def __init__(self, store: MaskStore):
+        self.store = store
+        self.rows: list[dict[tuple, list[int]]] = []
+        for rows in store.rows:
+            d: dict[tuple, list[int]] = {}
+            for e, n, sid in rows:
+                d.setdefault((e, n), []).append(sid)
+            self.rows.append(d)
+
+    def rewrite(self, fn: Callable[[int, tuple, tuple], tuple | None]) -> None:
+        """`fn(q, emitted, entered)` -> new (emitted, entered) or None to drop."""
+        for q, d in enumerate(self.rows):
+            new: dict[tuple, list[int]] = {}
+            for (e, n), sids in d.items():
+                got = fn(q, e, n)
+                if got is not None:
+                    new.setdefault(got, []).extend(sids)
+            self.rows[q] = new
+
+    def count(self) -> list[int]:
+        return [len(d) for d in self.rows]
+
+    def to_store(self) -> MaskStore:
+        """Materialise: the sets of merged rows are OR-ed and interned."""
+        st = self.store
+        set_index: dict[bytes, int] = {}
+        sets: list[np.ndarray] = []
+        negated: list[bool] = []
+        cache: dict[tuple[int, ...], int] = {}
+
+        def intern_ids(mask: np.ndarray) -> int:
+            neg = int(mask.sum()) * 2 > st.vocab_size
+            ids = np.flatnonzero(~mask if neg else mask).astype(np.int32)
+            key = bytes([neg]) + ids.tobytes()
+            sid = set_index.get(key)
+            if sid is None:
+                sid = set_index[key] = len(sets)
+                sets.append(ids)
+                negated.append(neg)
+            return sid
+
+        out_rows: list[list[Row]] = []
+        for d in self.rows:
+            rows = []
+            for (e, n), sids in sorted(d.items()):
+                key = tuple(sorted(set(sids)))
+                sid = cache.get(key)
+                if sid is None:
+                    mask = np.zeros(st.vocab_size, dtype=bool)
+                    st.union_into(mask, key)
+                    sid = cache[key] = intern_ids(mask)
+                rows.append((e, n, sid))
+            out_rows.append(rows)
+        return MaskStore(st.vocab_size, list(st.configs), out_rows, sets, negated)
+
+
+def _label_view(lexer: Lexer):
+    names = list(lexer.spec.labels)
+    nl = lexer.spec.indent_label
+
+    def name(x: int) -> str:
+        return names[nl] if x >= INDENT_BASE else names[x]
+
+    return names, nl, name
+
+
+def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
+    """For every configuration, the labels that can come right before its current lexeme
+    (:data:`START` for none): the last label any text reaching it has emitted, ignored
+    lexemes skipped. A fixpoint over the byte-level configuration graph, which holds every
+    token path, so the sets are supersets of what decoding meets."""
+    table = ConfigTable()
+    for c in configs:
+        table.id(c)
+    lx = Lexer(lexer.spec, table)
+    ignored = lexer.spec.ignored
+    edges: dict[int, list[tuple[int, int | None]]] = {}
+    todo, seen = [lx.initial], {lx.initial}
+    while todo:
+        c = todo.pop()
+        cfg = table[c]
+        out = edges[c] = []
+        for b in range(256):
+            for c2, lab in lx.step(cfg, b):
+                i = table.id(c2)
+                out.append((i, None if lab is None or lab in ignored else lab))
+                if i not in seen:
+                    seen.add(i)
+                    todo.append(i)
+    start_bit = 1 << len(lexer.spec.labels)
+    ctx = [0] * len(table)
+    ctx[lx.initial] = start_bit
+    changed = True
+    while changed:
+        changed = False
+        for c, out in edges.items():
+            for i, lab in out:
+                add = (1 << lab) if lab is not None else ctx[c]
+                if ctx[i] | add != ctx[i]:
+                    ctx[i] |= add
+                    changed = True
+    names = lexer.spec.labels
+    result = []
+    for q in range(len(configs)):
+        bits = ctx[q]
+        labels = tuple(names[i] for i in range(len(names)) if bits >> i & 1)
+        result.append(labels + ((START,) if bits & start_bit else ()))
+    return result
+
+
+def _contexts_or_none(contexts, q: int, limit: int):
+    """The contexts of q if few enough to reason about one by one, else (None,) (no
+    knowledge)."""
+    if contexts is None:
+        return (None,)
+    c = contexts[q]
+    return c if 0 < len(c) <= limit else (None,)
+
+
+def one_hop_only(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
+                 contexts: list[tuple[str, ...]] | None = None, limit: int = 8) -> int:
+    """Rows left after SynCode-style pruning alone (the baseline): rows whose labels,
+    after the label before the current lexeme, hold a pair that never occurs."""
+    rows = _Rows(store)
+    _one_hop(rows, lexer, analysis, contexts, limit)
+    return sum(rows.count())
+
+
+def _one_hop(rows: _Rows, lexer: Lexer, ga: GrammarAnalysis, contexts, limit: int) -> None:
+    _, _, name = _label_view(lexer)
+    memo: dict = {}
+
+    def possible(q: int, seq: tuple[str, ...]) -> bool:
+        ctx = _contexts_or_none(contexts, q, limit)
+        key = (ctx, seq)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = any(ga.chain_possible(seq, after=y) for y in ctx)
+        return got
+
+    def fn(q, e, n):
+        names = tuple(name(x) for x in e)
+        if not possible(q, names):
+            return None
+        if not n:
+            return e, n
+        kept = tuple(x for x in n if x < 0 or possible(q, names + (name(x),)))
+        return (e, kept) if kept else None
+
+    rows.rewrite(fn)
+
+
+def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
+               progress: Callable[[str], None] | None = None, context_limit: int = 8,
+               window: int = 8, lr: LRGame | None = None) -> StreamlineResult:
+    """The streamlined store and the rows left after each step (see the module doc).
+
+    Every row is judged in the contexts its configuration can be met in
+    (:func:`config_contexts`): the label before the current lexeme. A configuration
+    with more than `context_limit` of them is judged without context. ``is_never_legal``
+    is decided exactly for sequences of up to `window` labels (context included) and by
+    their windows beyond. With `lr` (an :class:`LRGame` on the grammar's parse tables),
+    always-legal answers are also proved on the LALR automaton, for whole suffixes and
+    at the start of the text."""
+    ga = analysis
+    names, nl, name = _label_view(lexer)
+    label_id = {n: i for i, n in enumerate(names)}
+    steps = [StreamlineStep(STEPS[0], store.n_rows, 0.0, [len(r) for r in store.rows])]
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    contexts = config_contexts(lexer, store.configs)
+    context_s = time.perf_counter() - t0
+    rows = _Rows(store)
+
+    def record(step: str, t0: float) -> None:
+        counts = rows.count()
+        steps.append(StreamlineStep(step, sum(counts), time.perf_counter() - t0, counts))
+        say(f"{step}: {sum(counts):,} rows")
+
+    # 1. interchangeable terminals
+    t0 = time.perf_counter()
+    emitted_labels = [n for i, n in enumerate(names) if i not in lexer.spec.ignored]
+    exclude = ([ga.newline] if ga.newline else []) + list(ga.brackets)
+    groups = ga.interchangeable_groups(candidates=emitted_labels, exclude=exclude)
+    canon = {}
+    for grp in groups:
+        rep = label_id[grp[0]]
+        for member in grp:
+            canon[label_id[member]] = rep
+
+    def interchange(q, e, n):
+        return tuple(canon.get(x, x) for x in e), tuple(sorted({canon.get(x, x) for x in n}))
+
+    if canon:
+        rows.rewrite(interchange)
+    record(STEPS[1], t0)
+
+    # 2. one-hop successors, in context
+    t0 = time.perf_counter()
+    _one_hop(rows, lexer, ga, contexts, context_limit)
+    record(STEPS[2], t0)
+    steps[2].seconds += context_s
+
+    # configs whose current lexeme can only be one (checked) label
+    single: dict[int, int] = {}
+    for q, cfg in enumerate(store.configs):
+        if cfg.owner == BOUNDARY:
+            continue
+        ent = lexer.entered(q)
+        if ent and len(ent) == 1 and ent[0] >= 0 and ent[0] != nl:
+            single[q] = canon.get(ent[0], ent[0])
+
+    always_memo: dict = {}
+    n_always = 0
+
+    def always_names(x: str | None, seq: tuple[str, ...]) -> bool:
+        """Proved always legal after x (None: at the start of the text)."""
+        nonlocal n_always
+        key = (x, seq)
+        got = always_memo.get(key)
+        if got is None:
+            n_always += 1
+            got = x is not None and len(seq) <= ga.first_k and ga.always_legal(x, seq)
+            if not got and lr is not None:
+                got = lr.always(x, seq)
+            always_memo[key] = got
+        return got
+
+    def ok_label(x: int) -> bool:
+        return 0 <= x < INDENT_BASE and x != nl
+
+    def always(x: int, seq: tuple[int, ...]) -> bool:
+        if not ok_label(x) or not all(ok_label(s) for s in seq):
+            return False
+        return always_names(names[x], tuple(names[s] for s in seq))
+
+    def suffix_ok(e: tuple[int, ...], max_len: int) -> list[bool]:
+        """ok[i] (i >= 1): from label e[i-1], the rest e[i:] is always legal: chains of
+        proved segments (up to `max_len` labels; any length with the LR game)."""
+        m = len(e)
+        ok = [False] * (m + 1)
+        ok[m] = True
+        longest = 6 if lr is not None and max_len > 1 else max_len
+        for i in range(m - 1, 0, -1):
+            ok[i] = any(ok[i + k] and always(e[i - 1], e[i : i + k]) for k in range(1, min(longest, m - i) + 1))
+        return ok
+
+    def from_context(q: int, e: tuple[int, ...], ok: list[bool], max_len: int) -> bool:
+        """Every context of q proves all of e always legal after it."""
+        ctx = _contexts_or_none(contexts, q, context_limit)
+        if not e or None in ctx or not all(ok_label(x) for x in e):
+            return False
+        longest = 6 if lr is not None and max_len > 1 else max_len
+        labels = tuple(names[s] for s in e)
+        return all(any(ok[k] and always_names(None if y == START else y, labels[:k])
+                       for k in range(1, min(longest, len(e)) + 1)) for y in ctx)
+
+    def cut(q: int, e: tuple[int, ...], n: tuple[int, ...], max_len: int) -> tuple[tuple, tuple]:
+        """The shortest equivalent check. With entered labels the row passes iff P·e·x
+        does for some x; if for one x the check of e·x cuts back into e (to e[:j]), the
+        row passes iff P·e[:j] does (every P·e·x implies it). A check proved always legal
+        from every context of q, or equal to the one label q's lexeme was checked with,
+        needs nothing: ((), ())."""
+        if -1 in n:
+            n = ()
+        candidates = [e] if not n else [e + (x,) for x in n]
+        best = None
+        for seq in candidates:
+            ok = suffix_ok(seq, max_len)
+            if from_context(q, seq, ok, max_len):
+                return (), ()
+            j = next(j for j in range(1, len(seq) + 1) if ok[j]) if seq else 0
+            if (not n or j <= len(e)) and (best is None or j < len(best)):
+                best = seq[:j]
+        if best is None:
+            return e, n
+        x = single.get(q)
+        if x is not None and best == (x,):
+            return (), ()
+        return best, ()
+
+    # 3. pairwise always / never
+    t0 = time.perf_counter()
+
+    def pairwise(q, e, n):
+        x = single.get(q)
+        if x is not None and not e and x in n:
+            return (), ()
+        return cut(q, e, n, 1)
+
+    rows.rewrite(pairwise)
+    record(STEPS[3], t0)
+
+    # 4. whole sequences: exact never-legal in context, then always-legal on longer suffixes
+    t0 = time.perf_counter()
+    queries: dict[tuple, None] = {}
+
+    def seqs_of(q, e, n):
+        base = tuple(name(x) for x in e)
+        for x in (n or (None,)):
+            seq = base if x is None or x < 0 else base + (name(x),)
+            for y in _contexts_or_none(contexts, q, context_limit):
+                if len(seq) + (y is not None and y != START) >= 3:
+                    yield (seq, y)
+
+    def windows(seq: tuple[str, ...], y) -> list[tuple]:
+        """Queries deciding (seq after y): itself if short; else its windows (a window
+        never legal makes the whole never legal; sound, not exact)."""
+        lead = 0 if y is None or y == START else 1
+        if len(seq) + lead <= window:
+            return [(seq, y)]
+        out = [(seq[: window - lead], y)]
+        out += [(seq[i : i + window], None) for i in range(1, len(seq) - window + 1)]
+        return out
+
+    for q, d in enumerate(rows.rows):
+        for e, n in d:
+            for seq, y in seqs_of(q, e, n):
+                for key in windows(seq, y):
+                    queries[key] = None
+    qlist = list(queries)
+    say(f"whole sequences: {len(qlist):,} never-legal queries")
+    answers = dict(zip(qlist, ga.never_legal_many(qlist))) if qlist else {}
+
+    def never(q, seq: tuple[str, ...]) -> bool:
+        ctx = _contexts_or_none(contexts, q, context_limit)
+        return all(any(answers.get(k, False) for k in windows(seq, y)) for y in ctx)
+
+    def whole(q, e, n):
+        base = tuple(name(x) for x in e)
+        if n:
+            kept = tuple(x for x in n if x < 0 or not never(q, base + (name(x),)))
+            if not kept:
+                return None
+            n = kept
+        elif never(q, base):
+            return None
+        return cut(q, e, n, ga.first_k)
+
+    rows.rewrite(whole)
+    record(STEPS[4], t0)
+    t0 = time.perf_counter()
+    out = rows.to_store()
+    steps[-1].seconds += time.perf_counter() - t0
+    return StreamlineResult(out, steps, groups, len(qlist), n_always)

@@ -1,0 +1,249 @@
+"""The grammar analysis report: what streamlining finds in a grammar and what it buys.
+
+``analyze_grammar(grammar, vocab)`` returns a :class:`GrammarReport` (terminals, rules,
+interchangeable groups, successor statistics, mask-store rows after each streamlining
+step and per lexer configuration, time and memory of each step, and, given a document,
+parser calls and mask time per token before and after); ``cad-outlines analyze`` writes
+it as Markdown, JSON and a PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .engine.compile import compile_grammar, load_lark
+from .engine.compiled import CompiledGrammar
+from .engine.grammar_analysis import GrammarAnalysis, LRGame
+from .engine.lexer import INDENT_BASE
+from .engine.matcher import Matcher
+from .engine.streamline import config_contexts, one_hop_only, streamline
+from .engine.vocabulary import Vocabulary
+
+__all__ = ["GrammarReport", "DecodeStats", "analyze_grammar"]
+
+
+def _rss_mib() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+@dataclass
+class DecodeStats:
+    """Per-token mask computation while teacher-forcing a document."""
+
+    store: str  # "original" or "streamlined"
+    positions: int
+    parser_calls_mean: float
+    parser_calls_max: int
+    mask_us_mean: float
+    mask_us_p50: float
+    mask_us_p99: float
+    mask_us_max: float
+
+
+@dataclass
+class GrammarReport:
+    grammar: str
+    tokenizer: str
+    vocab_size: int
+    terminals: int
+    lexer_labels: int
+    rules: int
+    nonterminals: int
+    factored_rules: int
+    lexer_configs: int
+    groups: list[list[str]]
+    successors: dict
+    steps: list[dict]  # name, rows, seconds, rss_mib
+    syncode_rows: int
+    rows_without_indentation: int
+    rows_per_config: dict[str, list[int]]
+    analysis_seconds: float
+    decode: list[DecodeStats] = field(default_factory=list)
+    identical_masks: tuple[int, int] | None = None  # (equal, compared)
+    document: str = ""
+
+    # -- output -------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    def to_markdown(self) -> str:
+        first, last = self.steps[0]["rows"], self.steps[-1]["rows"]
+        lines = [f"# Grammar analysis: {self.grammar} x {self.tokenizer}", ""]
+        lines += [f"- terminals: {self.terminals} ({self.lexer_labels} lexer labels); rules: {self.rules} "
+                  f"({self.factored_rules} after left factoring); nonterminals: {self.nonterminals}",
+                  f"- vocabulary: {self.vocab_size:,} tokens; lexer configurations: {self.lexer_configs:,}",
+                  f"- mask-store rows: {first:,} -> {last:,} ({first / max(last, 1):.1f}x fewer); "
+                  f"one-hop successor pruning alone (SynCode's method): {self.syncode_rows:,} "
+                  f"({self.syncode_rows / max(last, 1):.2f}x more than streamlined)",
+                  f"- analysis time: {self.analysis_seconds:.1f} s", ""]
+        lines += ["## Interchangeable terminals", ""]
+        if self.groups:
+            lines += [f"{len(self.groups)} groups, {sum(map(len, self.groups))} terminals "
+                      "(the first of each group is its representative):", ""]
+            lines += [f"{i + 1}. {', '.join(g)}" for i, g in enumerate(self.groups)]
+        else:
+            lines.append("none")
+        s = self.successors
+        lines += ["", "## Successors", "",
+                  f"- terminal pairs (a, b) with b directly after a in some sentence: {s['pairs_possible']:,} "
+                  f"of {s['pairs']:,} ({s['mean_successors']:.1f} successors per terminal on average)",
+                  f"- pairs proved always legal: {s['always_dft']:,} by unlimited credit exploration of the DFT "
+                  f"pushdown automaton, {s['always_lr']:,} on the LALR automaton, {s['always_any']:,} by either",
+                  f"- lexer configurations by the number of labels that can precede them: {s['contexts']}", ""]
+        lines += ["## Mask-store rows after each step", "",
+                  "| step | rows | x fewer than original | seconds | RSS MiB after |", "|---|---|---|---|---|"]
+        for st in self.steps:
+            lines.append(f"| {st['name']} | {st['rows']:,} | {first / max(st['rows'], 1):.2f} | "
+                         f"{st['seconds']:.2f} | {st['rss_mib']:.0f} |")
+        lines.append(f"| (baseline) one-hop successors only, SynCode's pruning | {self.syncode_rows:,} | "
+                     f"{first / max(self.syncode_rows, 1):.2f} | | |")
+        lines.append(f"| (diagnostic) streamlined rows with NEWLINE indentation ignored | "
+                     f"{self.rows_without_indentation:,} | {first / max(self.rows_without_indentation, 1):.2f} | | |")
+        lines.append("")
+        if self.decode:
+            lines += [f"## Decoding {self.document}", "",
+                      "| store | positions | parser calls per token mean / max | mask us mean | p50 | p99 | max |",
+                      "|---|---|---|---|---|---|---|"]
+            for d in self.decode:
+                lines.append(f"| {d.store} | {d.positions:,} | {d.parser_calls_mean:.1f} / {d.parser_calls_max} | "
+                             f"{d.mask_us_mean:,.1f} | {d.mask_us_p50:,.1f} | {d.mask_us_p99:,.1f} | "
+                             f"{d.mask_us_max:,.1f} |")
+            if self.identical_masks:
+                eq, n = self.identical_masks
+                lines += ["", f"Identical masks at {eq:,} of {n:,} positions."]
+        return "\n".join(lines) + "\n"
+
+    def plot(self, path: str | Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        names = [s["name"] for s in self.steps] + ["one-hop only\n(SynCode)"]
+        rows = [s["rows"] for s in self.steps] + [self.syncode_rows]
+        ax1.bar(range(len(rows)), rows, color=["C0"] * len(self.steps) + ["C3"])
+        ax1.set_xticks(range(len(rows)), [n.replace(" ", "\n", 1) for n in names], fontsize=7)
+        ax1.set_yscale("log")
+        ax1.set_ylabel("mask-store rows")
+        ax1.set_title(f"{self.grammar} x {self.tokenizer}")
+        for label, counts in self.rows_per_config.items():
+            c = np.sort(np.asarray(counts))
+            ax2.plot(c, np.arange(1, len(c) + 1) / len(c), label=label)
+        ax2.set_xscale("symlog")
+        ax2.set_xlabel("rows per lexer configuration")
+        ax2.set_ylabel("fraction of configurations")
+        ax2.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+    def save(self, out_dir: str | Path, stem: str) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        md, js, png = out / f"{stem}.md", out / f"{stem}.json", out / f"{stem}.png"
+        md.write_text(self.to_markdown(), encoding="utf-8")
+        js.write_text(self.to_json(), encoding="utf-8")
+        self.plot(png)
+        return [md, js, png]
+
+
+def decode_stats(grammar: CompiledGrammar, tokens: list[int], label: str, compare: CompiledGrammar | None = None
+                 ) -> tuple[DecodeStats, tuple[int, int] | None]:
+    """Teacher-force `tokens`, timing the bool mask at every position (and the final EOS
+    position); with `compare`, also check its masks are identical."""
+    m = Matcher(grammar)
+    other = Matcher(compare) if compare is not None else None
+    times, calls = [], []
+    equal = 0
+    for i in range(len(tokens) + 1):
+        before = m.parser_checks
+        t0 = time.perf_counter_ns()
+        mask = m.allowed_mask()
+        times.append(time.perf_counter_ns() - t0)
+        calls.append(m.parser_checks - before)
+        if other is not None:
+            equal += bool(np.array_equal(mask, other.allowed_mask()))
+        if i < len(tokens):
+            m.advance(tokens[i])
+            if other is not None:
+                other.advance(tokens[i])
+    us = np.asarray(times) / 1000
+    stats = DecodeStats(label, len(us), float(np.mean(calls)), int(max(calls)), float(us.mean()),
+                        float(np.percentile(us, 50)), float(np.percentile(us, 99)), float(us.max()))
+    return stats, ((equal, len(us)) if other is not None else None)
+
+
+def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None,
+                    document: str | None = None, document_tokens: list[int] | None = None,
+                    tokenizer_name: str = "", cache=True, progress: bool = True) -> GrammarReport:
+    """Analyse a grammar for a vocabulary; with `document_tokens` (the document as token
+    ids) also measure decoding with the original and the streamlined store."""
+    raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False)
+    lk = load_lark(grammar, start=start)
+    t0 = time.perf_counter()
+    ga = GrammarAnalysis.from_lark(lk, start)
+    lr = LRGame(raw.tables)
+    analysis_s = time.perf_counter() - t0
+    rss: list[float] = []
+    result = streamline(raw.store, raw.lexer, ga, lr=lr, progress=lambda msg: rss.append(_rss_mib())
+                        if msg.endswith("rows") else None)
+    contexts = config_contexts(raw.lexer, raw.store.configs)
+    syncode = one_hop_only(raw.store, raw.lexer, ga, contexts)
+    names = raw.label_names
+    emitted = [n for i, n in enumerate(names) if i not in raw.lexer.spec.ignored]
+    n = len(emitted)
+    possible = sum(ga.label_follows(a, b) for a in emitted for b in emitted)
+    always_dft = always_lr = always_any = 0
+    nl = ga.newline
+    for a in emitted:
+        for b in emitted:
+            if nl in (a, b):
+                continue
+            x, y = ga.always_legal(a, (b,)), lr.always(a, (b,))
+            always_dft += x
+            always_lr += y
+            always_any += x or y
+    hist: dict[str, int] = {}
+    for c in contexts:
+        key = "1" if len(c) == 1 else "2-8" if len(c) <= 8 else ">8"
+        hist[key] = hist.get(key, 0) + 1
+    successors = dict(pairs=n * n, pairs_possible=possible, mean_successors=possible / max(n, 1),
+                      always_dft=always_dft, always_lr=always_lr, always_any=always_any, contexts=hist)
+    steps = [dict(name=s.name, rows=s.rows, seconds=s.seconds + (analysis_s if i == 1 else 0.0),
+                  rss_mib=(rss[i - 1] if 0 < i <= len(rss) else _rss_mib()))
+             for i, s in enumerate(result.steps)]
+    no_indent = set()
+    for q, rows in enumerate(result.store.rows):
+        for e, en, sid in rows:
+            no_indent.add((q, tuple(raw.lexer.spec.indent_label if x >= INDENT_BASE else x for x in e), en))
+    report = GrammarReport(
+        grammar=Path(str(grammar)).name if str(grammar).endswith(".lark") else "grammar",
+        tokenizer=tokenizer_name, vocab_size=vocab.size, terminals=len(lk.terminals), lexer_labels=len(names),
+        rules=len(ga.source.rules), nonterminals=len(ga.source.nonterminals), factored_rules=len(ga.grammar.rules),
+        lexer_configs=len(raw.store.configs), groups=result.groups, successors=successors, steps=steps,
+        syncode_rows=syncode, rows_without_indentation=len(no_indent),
+        rows_per_config={"original": [len(r) for r in raw.store.rows],
+                         "one-hop successors": result.steps[2].rows_per_config,
+                         "streamlined": [len(r) for r in result.store.rows]},
+        analysis_seconds=analysis_s + sum(s.seconds for s in result.steps))
+    if document_tokens is not None:
+        slim = CompiledGrammar(raw.vocab, raw.lexer, result.store, raw.tables, raw.indenter, raw.grammar_hash,
+                               streamlined=True)
+        before, _ = decode_stats(raw, document_tokens, "original")
+        after, same = decode_stats(slim, document_tokens, "streamlined", compare=raw)
+        report.decode = [before, after]
+        report.identical_masks = same
+        report.document = document or "document"
+    return report

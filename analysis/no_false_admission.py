@@ -58,7 +58,8 @@ def run(args) -> int:
                 f"engine allows (EOS included) until EOS or {args.max_walk} tokens. Every {args.check_every}th prefix "
                 f"(and the last of each walk) is checked by the independent checker (`tests/oracle/checker.py`: "
                 f"lark's own lexer and parser plus automata for the lexeme in progress); every text ended by EOS must "
-                f"parse with lark (basic lexer, PythonIndenter for Python).\n\n" + table
+                f"parse with lark (basic lexer, PythonIndenter for Python). Masks from: {'; '.join(stores)}.\n\n"
+                + table
                 + ("\n\nProblems:\n" + "\n".join(problems[:50]) if problems else "\n\nNo problems."))
         cmd = shlex.join(["cad-outlines", "study", "no-false-admission", "--tokenizer", args.tokenizer, "--chars",
                           str(args.chars), "--check-every", str(args.check_every)])
@@ -71,10 +72,13 @@ def run(args) -> int:
     vocab = Vocabulary.from_tokenizer(tdir)
     eos = set(vocab.eos_token_ids)
     rows, problems = [], []
+    stores: list[str] = []
     for name in args.grammar or ["python", "json"]:
         rel, start, indent = GRAMMARS[name]
         gpath = data / rel
         compiled = compile_grammar(gpath, vocab, start=start, cache=args.cache or True)
+        stores.append(f"{name}: {'streamlined' if compiled.streamlined else 'unstreamlined'} mask store "
+                      f"({compiled.store.n_rows:,} rows)")
         postlex = PythonIndenter() if indent else None
         checker = LegalityChecker(gpath.read_text(), start=start, import_paths=[str(gpath.parent)],
                                   postlex=PythonIndenter() if indent else None)

@@ -75,7 +75,10 @@ def run(args) -> int:
                                 "max"], rows)
         status = "" if final else (f"**Partial: this run was still going when this was written "
                                    f"({stats['tokens']:,} of {args.max_tokens:,} tokens).**\n\n")
-        body = (status + f"Grammar `{grammar.name}` (start `{args.start}`, lark basic lexer + PythonIndenter), "
+        store = (f"the streamlined mask store ({compiled.store.n_rows:,} rows)" if compiled.streamlined
+                 else f"the unstreamlined mask store ({compiled.store.n_rows:,} rows)")
+        body = (status + f"Masks from {store}. "
+                f"Grammar `{grammar.name}` (start `{args.start}`, lark basic lexer + PythonIndenter), "
                 f"tokenizer `{tdir.name}`, files: {'stdlib' if not args.files else args.files} (tests and "
                 f"site-packages excluded), only files lark itself parses. Each file is tokenized as one text and fed "
                 f"token by token; at every {args.mask_every}th token the full mask is computed and must contain the "

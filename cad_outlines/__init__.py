@@ -53,6 +53,8 @@ __all__ = [
 
 _LAZY = {  # importing outlines takes seconds: load these on first use
     "CFGLogitsProcessor": "cad_outlines.generators.outlines_processor",
+    "analyze_grammar": "cad_outlines.grammar_report",
+    "GrammarReport": "cad_outlines.grammar_report",
     "cfg_generator": "cad_outlines.generators.outlines_processor",
 }
 

@@ -238,9 +238,11 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                          "one-hop successors": result.steps[2].rows_per_config,
                          "streamlined": [len(r) for r in result.store.rows]},
         analysis_seconds=analysis_s + sum(s.seconds for s in result.steps))
+    report.streamlined = CompiledGrammar(raw.vocab, raw.lexer, result.store, raw.tables, raw.indenter,
+                                         raw.grammar_hash, streamlined=True)  # not part of the report's data
+    report.original = raw
     if document_tokens is not None:
-        slim = CompiledGrammar(raw.vocab, raw.lexer, result.store, raw.tables, raw.indenter, raw.grammar_hash,
-                               streamlined=True)
+        slim = report.streamlined
         before, _ = decode_stats(raw, document_tokens, "original")
         after, same = decode_stats(slim, document_tokens, "streamlined", compare=raw)
         report.decode = [before, after]

@@ -1,0 +1,135 @@
+"""Streamlined mask stores give the same masks as the original ones, with fewer rows."""
+
+import random
+
+import numpy as np
+import pytest
+
+from cad_outlines import grammar_path
+from cad_outlines.engine.compile import compile_grammar, load_lark
+from cad_outlines.engine.grammar_analysis import START, GrammarAnalysis, LRGame
+from cad_outlines.engine.matcher import Matcher
+from cad_outlines.engine.streamline import STEPS, config_contexts, one_hop_only, streamline
+from cad_outlines.engine.vocabulary import Vocabulary
+from cad_outlines.grammar_report import analyze_grammar
+from tests.test_engine import JSON, ToyVocab
+
+PY = r"""
+start: (_NEWLINE | stmt)*
+?stmt: simple _NEWLINE | compound
+simple: NAME "=" expr | "pass" | "return" expr
+compound: "if" expr ":" suite | "def" NAME "(" [NAME ("," NAME)*] ")" ":" suite
+suite: simple _NEWLINE | _NEWLINE _INDENT stmt+ _DEDENT
+?expr: expr "+" atom | expr "-" atom | atom
+?atom: NAME | NUMBER | "(" expr ")" | NAME "(" [expr ("," expr)*] ")" | "-" atom
+NAME: /[a-z_]+/
+NUMBER: /[0-9]+/
+_NEWLINE: ( /\r?\n[\t ]*/ | /#[^\n]*/ )+
+%ignore /[\t ]+/
+%declare _INDENT _DEDENT
+"""
+
+
+def both(grammar, vocab, **kw):
+    raw = compile_grammar(grammar, vocab, cache=False, progress=False, streamline=False, **kw)
+    slim = compile_grammar(grammar, vocab, cache=False, progress=False, **kw)
+    return raw, slim
+
+
+def compare_walks(raw, slim, n_states: int, seed: int = 0) -> int:
+    """Random constrained walks; asserts identical masks at every state; returns the
+    parser checks saved."""
+    rng = random.Random(seed)
+    eos = set(raw.eos_token_ids)
+    seen, saved = 0, 0
+    while seen < n_states:
+        a, b = Matcher(raw), Matcher(slim)
+        for _ in range(60):
+            ma, mb = a.allowed_mask(), b.allowed_mask()
+            seen += 1
+            assert np.array_equal(ma, mb), (seen, np.flatnonzero(ma != mb)[:5])
+            allowed = np.flatnonzero(ma)
+            if not len(allowed):
+                break
+            tok = int(allowed[rng.randrange(len(allowed))])
+            if tok in eos:
+                break
+            a.advance(tok)
+            b.advance(tok)
+        saved += a.parser_checks - b.parser_checks
+    return saved
+
+
+@pytest.mark.parametrize("text,start", [(JSON, None), (PY, None)])
+def test_toy_vocabulary_masks_identical(text, start):
+    vocab = ToyVocab.make()
+    raw, slim = both(text, vocab, start=start)
+    assert slim.streamlined and slim.store.n_rows < raw.store.n_rows
+    assert compare_walks(raw, slim, 1500) > 0
+
+
+def test_copy_edit_and_json_with_real_tokenizers(data_dir):
+    for name in ("gpt2", "qwen2.5"):
+        vocab = Vocabulary.from_tokenizer(data_dir / "tokenizers" / name)
+        for grammar in (grammar_path("copy_edit"), data_dir / "grammars" / "outlines" / "json.lark"):
+            raw, slim = both(grammar, vocab)
+            assert slim.store.n_rows * 2 < raw.store.n_rows
+            compare_walks(raw, slim, 400)
+
+
+def test_steps_only_shrink_and_beat_one_hop_pruning():
+    vocab = ToyVocab.make()
+    raw = compile_grammar(PY, vocab, cache=False, progress=False, streamline=False)
+    ga = GrammarAnalysis.from_lark(load_lark(PY))
+    result = streamline(raw.store, raw.lexer, ga, lr=LRGame(raw.tables))
+    rows = [s.rows for s in result.steps]
+    assert [s.name for s in result.steps] == list(STEPS)
+    assert rows == sorted(rows, reverse=True) and rows[-1] < rows[0]
+    assert result.store.n_rows == rows[-1]
+    contexts = config_contexts(raw.lexer, raw.store.configs)
+    assert one_hop_only(raw.store, raw.lexer, ga, contexts) >= rows[-1]
+
+
+@pytest.mark.parametrize("text", [JSON, "copy_edit"])
+def test_contexts_hold_the_label_before_each_lexeme(text):
+    """The label before the current lexeme of every live configuration met on random
+    walks (the last pending label, else the parser's last shifted terminal) is among
+    the contexts computed for that configuration."""
+    vocab = ToyVocab.make()
+    grammar = grammar_path("copy_edit") if text == "copy_edit" else text
+    raw = compile_grammar(grammar, vocab, cache=False, progress=False, streamline=False)
+    contexts = config_contexts(raw.lexer, raw.store.configs)
+    accessing = LRGame(raw.tables).accessing
+    names = raw.label_names
+    rng = random.Random(1)
+    for _ in range(60):
+        m = Matcher(raw)
+        for _ in range(40):
+            for cfg, pending, _acc in m.live:
+                if pending:
+                    expected = names[pending[-1]]
+                else:
+                    expected = accessing.get(m.parser.node.state, START)
+                assert expected in contexts[cfg], (expected, contexts[cfg])
+            allowed = [t for t in np.flatnonzero(m.allowed_mask()) if t not in raw.eos_token_ids]
+            if not allowed:
+                break
+            m.advance(int(rng.choice(allowed)))
+
+
+def test_analyze_report_round_trip(data_dir, tmp_path):
+    vocab = Vocabulary.from_tokenizer(data_dir / "tokenizers" / "gpt2")
+    text = '{"a": [1, 2, {"b": null}], "c": "d"}'
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(data_dir / "tokenizers" / "gpt2" / "tokenizer.json"))
+    ids = tok.encode(text, add_special_tokens=False).ids
+    report = analyze_grammar(data_dir / "grammars" / "outlines" / "json.lark", vocab, document="doc.json",
+                             document_tokens=ids, tokenizer_name="gpt2", cache=tmp_path, progress=False)
+    assert report.identical_masks == (len(ids) + 1, len(ids) + 1)
+    original, streamlined = report.decode
+    assert streamlined.parser_calls_mean < original.parser_calls_mean
+    assert report.steps[-1]["rows"] < report.steps[0]["rows"] <= 2 * report.syncode_rows * 10
+    files = report.save(tmp_path, "json")
+    assert all(f.exists() for f in files)
+    assert "Interchangeable terminals" in files[0].read_text()

@@ -24,3 +24,16 @@ def test_roundtrip_study_on_any_jsonl(tmp_path, capsys):
     assert code == 0
     report = (tmp_path / "roundtrip.md").read_text()
     assert "| c | 2 | 2 | 100.00% |" in report
+
+
+def test_analyze_writes_the_report(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path / "cache"))
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"a": [1, true, null], "b": {"c": "d"}}')
+    code = main(["analyze", str(data_dir / "grammars" / "outlines" / "json.lark"), "--tokenizer",
+                 str(data_dir / "tokenizers" / "gpt2"), "--document", str(doc), "--out", str(tmp_path)])
+    assert code == 0
+    md = (tmp_path / "json.analysis.md").read_text()
+    assert "## Mask-store rows after each step" in md and "Identical masks at" in md
+    assert (tmp_path / "json.analysis.json").exists() and (tmp_path / "json.analysis.png").exists()
+    assert "SynCode" in capsys.readouterr().out

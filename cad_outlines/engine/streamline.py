@@ -97,7 +97,9 @@ class _Rows:
 
         def intern_ids(mask: np.ndarray) -> int:
             neg = int(mask.sum()) * 2 > st.vocab_size
-            ids = np.flatnonzero(~mask if neg else mask).astype(np.int32)
+            return intern(np.flatnonzero(~mask if neg else mask).astype(np.int32), neg)
+
+        def intern(ids: np.ndarray, neg: bool) -> int:
             key = bytes([neg]) + ids.tobytes()
             sid = set_index.get(key)
             if sid is None:
@@ -112,6 +114,8 @@ class _Rows:
             for (e, n), sids in sorted(d.items()):
                 key = tuple(sorted(set(sids)))
                 sid = cache.get(key)
+                if sid is None and len(key) == 1:  # unmerged: the set as it was
+                    sid = cache[key] = intern(st.set_ids[key[0]], st.set_negated[key[0]])
                 if sid is None:
                     mask = np.zeros(st.vocab_size, dtype=bool)
                     st.union_into(mask, key)

@@ -354,7 +354,8 @@ def _plot(rows: list[dict], path: Path, title: str) -> bool:
 
 
 def _command(args) -> str:
-    parts = ["cad-outlines study kernel"]
+    omp = os.environ.get("OMP_NUM_THREADS")
+    parts = ([f"OMP_NUM_THREADS={omp}"] if omp else []) + ["cad-outlines study kernel"]
     if args.quick:
         parts.append("--quick")
     for flag in ("configs", "dtypes", "trials", "decode_trials"):
@@ -477,6 +478,8 @@ def run(args) -> int:
              f"{max((r.max_abs_diff for r in fp32_rows), default=float('nan')):.2e} "
              f"(tolerance {FP32_ATOL:g}; {'all within' if not bad else f'{len(bad)} rows OUTSIDE'}). bf16 rows show "
              f"the rounding gap of batched vs single-row matmuls in bf16, for information.")
+    omp = os.environ.get("OMP_NUM_THREADS")
+    thread_note = f"OMP_NUM_THREADS={omp}" if omp else "default, not changed"
     body = f"""
 s(N) = (time of N single-token decode steps) / (time of ONE forward appending N tokens), both on top of a
 {args.prefix}-token KV-cache prefix (transformers `DynamicCache`, SDPA attention, batch 1). Models: Qwen2.5
@@ -490,7 +493,7 @@ shapes from `Qwen2Config` with seeded random weights (speed does not depend on w
   Median over the runs that reached N (so N > {SHORT_N} has {decode_trials}), min–max beside.
 - Before every timed call the cache is cropped back to exactly {args.prefix} positions (`DynamicCache.crop(-k)`,
   length checked); `torch.inference_mode()`; `torch.cuda.synchronize()` around CUDA timings.
-- torch threads: {threads} (default, not changed). Wall time of this run: {elapsed / 60:.1f} min. Load average
+- torch threads: {threads} ({thread_note}). Wall time of this run: {elapsed / 60:.1f} min. Load average
   (1 min) at start / end: {load_start} / {load_end} — timings are only meaningful on an otherwise idle machine.
 
 Paper (Copy-as-Decode, arXiv 2604.18170, Fig. 3 / App. C): 6.8x–303x for N = 8..512 on A100 80GB, bf16, 1024-token

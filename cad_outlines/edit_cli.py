@@ -19,6 +19,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--copy-mode", choices=["prefill", "skip"], default="prefill")
     parser.add_argument("--monotonic", action="store_true", help="copy spans never go backwards")
+    parser.add_argument("--speculative", type=int, default=0, metavar="K",
+                        help="draft up to K tokens by prompt lookup inside gen bodies, verified in one forward")
     parser.add_argument("--output", help="write the new document here (only if the program completed)")
 
 
@@ -32,7 +34,7 @@ def run(args) -> int:
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer or args.model)
     editor = CopyEditor(model, tokenizer, progress=True)
     result = editor.edit(document, args.instruction, max_new_tokens=args.max_new_tokens, copy_mode=args.copy_mode,
-                         monotonic=args.monotonic,
+                         monotonic=args.monotonic, speculative=args.speculative,
                          sampling=Sampling(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
     s = result.stats
     print("--- program")
@@ -41,7 +43,9 @@ def run(args) -> int:
     print(result.diff() or "(no change)")
     print(f"--- {'complete' if result.complete else 'INCOMPLETE: ' + result.stop_reason}; {s.total_forwards} forwards "
           f"{s.forwards}; {s.generated_tokens} generated, {s.copied_tokens} copied, {s.fast_forwarded_tokens} "
-          f"fast-forwarded tokens; {s.wall_s:.2f}s", file=sys.stderr)
+          f"fast-forwarded tokens"
+          + (f", {s.accepted_tokens}/{s.drafted_tokens} drafted tokens kept" if s.drafted_tokens else "")
+          + f"; {s.wall_s:.2f}s", file=sys.stderr)
     if args.output:
         if not result.complete:
             print("not writing --output: the program is incomplete", file=sys.stderr)

@@ -16,6 +16,30 @@ Boundaries (the choices this module makes):
   ``monotonic`` spans never go backwards).
 - ``max_new_tokens`` counts sampled tokens; a run cut off returns the partial program
   with ``complete=False``. Nothing is repaired.
+
+Speculative gen bodies (``speculative=k`` > 0, off by default): inside a ``<gen>`` body,
+after a token is chosen, draft tokens are proposed by prompt lookup
+(:class:`NgramLookup`: the longest suffix n-gram, n <= 3, of the tokens written so far --
+program, forced and copied tokens -- found first in the document's own tokens, then in
+the written tokens, leftmost occurrence with a continuation). The draft is cut after the
+token that closes the gen op and to the longest prefix the matcher accepts
+(``Matcher.validate``), then [chosen token + draft] enters the KV cache in ONE "verify"
+forward that returns logits at every position. The loop then decides each position
+exactly as it would without a draft (same grammar mask, same span filter, computed on the
+real matcher as it advances): greedy takes the masked argmax, so a draft token is kept
+while it equals that argmax and the first differing argmax is the next ("bonus") token;
+with sampling a draft token d is kept with probability p(d) under the masked,
+temperature/top-p distribution p, and on rejection the token is drawn from p without d,
+renormalized (the speculative-sampling rule for a deterministic draft), so outputs have the
+distribution of plain sampling. Rejected positions are cropped from the cache. Greedy
+results are token-for-token those of ``speculative=0`` (up to float differences between
+a multi-token forward and single steps, which only matter at exact ties); with `script`
+a draft token is kept while it equals the script's next token. The draft length follows
+transformers' heuristic schedule for assisted generation: it starts at max(1, k // 2), grows
+by 2 (up to k) after a draft kept whole and shrinks by 1 (down to 1) after a rejection, so a
+verify forward, which computes logits at every position, stays short where lookups miss.
+``EditStats`` counts ``drafted`` / ``accepted`` tokens, ``forwards["verify"]`` and the model
+time per forward kind.
 """
 
 from __future__ import annotations
@@ -29,17 +53,28 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..edits.lines import number_lines, split_lines
-from ..edits.program import COPY_OPEN, Copy, EditProgram, Op
+from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, Copy, EditProgram, Op
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compile import compile_grammar
 from ..engine.compiled import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
 from ..grammars import grammar_path
-from .kv import append, new_cache
+from .kv import append, cache_len, crop_cache, new_cache
 from .spans import SpanConstraint
 
-__all__ = ["Sampling", "EditStats", "EditResult", "EditEvent", "CopyEditor", "apply_edit", "build_prompt"]
+__all__ = [
+    "CopyEditor",
+    "EditEvent",
+    "EditResult",
+    "EditStats",
+    "NgramLookup",
+    "Sampling",
+    "apply_edit",
+    "build_prompt",
+]
+
+GEN_CLOSE_BYTES = GEN_CLOSE.encode()
 
 DEFAULT_INSTRUCTIONS = (
     "Rewrite the document below as the instruction asks. Answer with an edit program: "
@@ -60,14 +95,19 @@ class Sampling:
 
 @dataclass
 class EditStats:
-    forwards: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "decode": 0, "copy": 0, "fast_forward": 0})
+    forwards: dict[str, int] = field(
+        default_factory=lambda: {"prompt": 0, "decode": 0, "copy": 0, "fast_forward": 0, "verify": 0})
     prompt_tokens: int = 0
     generated_tokens: int = 0
     copied_tokens: int = 0
     fast_forwarded_tokens: int = 0
+    drafted_tokens: int = 0  # speculative: draft tokens put into verify forwards
+    accepted_tokens: int = 0  # speculative: draft tokens kept
     wall_s: float = 0.0
+    prompt_s: float = 0.0  # from the start to the prompt forward's logits
     mask_s: float = 0.0
     model_s: float = 0.0
+    model_s_by_kind: dict[str, float] = field(default_factory=dict)  # model_s split by forward kind
     tokenize_s: float = 0.0
 
     @property
@@ -115,20 +155,90 @@ def build_prompt(tokenizer, document: str, instruction: str) -> str:
     return body + "\n<program>"
 
 
-def _sample(logits, mask: np.ndarray, sampling: Sampling, generator) -> int:
+def _probs(logits, mask: np.ndarray, sampling: Sampling):
+    """The distribution tokens are drawn from: masked, temperature, top-p, normalized."""
     import torch
 
     keep = torch.from_numpy(mask[: logits.shape[-1]]).to(logits.device)
     scores = logits[: keep.shape[0]].masked_fill(~keep, float("-inf"))
-    if sampling.temperature <= 0:
-        return int(torch.argmax(scores))
     probs = torch.softmax(scores / sampling.temperature, dim=-1)
     if sampling.top_p < 1.0:
         sorted_p, order = torch.sort(probs, descending=True)
         cut = torch.cumsum(sorted_p, 0) - sorted_p >= sampling.top_p
         sorted_p[cut] = 0
         probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-    return int(torch.multinomial(probs / probs.sum(), 1, generator=generator))
+    return probs / probs.sum()
+
+
+def _sample(logits, mask: np.ndarray, sampling: Sampling, generator) -> int:
+    import torch
+
+    if sampling.temperature <= 0:
+        keep = torch.from_numpy(mask[: logits.shape[-1]]).to(logits.device)
+        return int(torch.argmax(logits[: keep.shape[0]].masked_fill(~keep, float("-inf"))))
+    return int(torch.multinomial(_probs(logits, mask, sampling), 1, generator=generator))
+
+
+def verify_rule(probs, draft: int):
+    """Speculative sampling with a deterministic draft token: (probability of keeping
+    `draft`, distribution to draw from when it is rejected). Keeping with p(d) and else
+    drawing from p without d gives exactly p."""
+    accept = float(probs[draft]) if draft < probs.shape[-1] else 0.0
+    residual = probs.clone()
+    if draft < residual.shape[-1]:
+        residual[draft] = 0
+    total = float(residual.sum())
+    return accept, (residual / total if total > 0 else residual)
+
+
+def _verify_sample(logits, mask: np.ndarray, sampling: Sampling, generator, draft: int) -> int:
+    """The token at a drafted position: `draft` or what replaces it (see the module
+    docstring); greedy is the masked argmax whatever the draft."""
+    import torch
+
+    if sampling.temperature <= 0:
+        return _sample(logits, mask, sampling, generator)
+    accept, residual = verify_rule(_probs(logits, mask, sampling), draft)
+    if accept > 0 and float(torch.rand(1, generator=generator)) < accept:
+        return draft
+    return int(torch.multinomial(residual, 1, generator=generator))
+
+
+class NgramLookup:
+    """Prompt-lookup drafts: the longest suffix n-gram (n <= `max_n`) of the written
+    tokens, looked up in `source` (e.g. the document's tokens) and then in the written
+    tokens themselves; the leftmost occurrence with a continuation gives the draft (as
+    transformers' ``PromptLookupCandidateGenerator`` does over its input)."""
+
+    def __init__(self, source: list[int], max_n: int = 3):
+        self.max_n = max_n
+        self.source = list(source)
+        self.written: list[int] = []
+        self._index: list[dict[tuple[int, ...], int]] = [{}, {}]
+        for end in range(1, len(self.source) + 1):
+            self._add(0, self.source, end)
+
+    def _add(self, which: int, seq: list[int], end: int) -> None:
+        index = self._index[which]
+        for n in range(1, min(self.max_n, end) + 1):
+            index.setdefault(tuple(seq[end - n : end]), end - n)
+
+    def extend(self, tokens: list[int]) -> None:
+        for t in tokens:
+            self.written.append(t)
+            self._add(1, self.written, len(self.written))
+
+    def propose(self, limit: int) -> list[int]:
+        """Up to `limit` draft tokens continuing the written tokens (empty if no match)."""
+        if limit <= 0:
+            return []
+        for n in range(min(self.max_n, len(self.written)), 0, -1):
+            key = tuple(self.written[-n:])
+            for index, seq in zip(self._index, (self.source, self.written)):
+                start = index.get(key)
+                if start is not None and start + n < len(seq):
+                    return seq[start + n : start + n + limit]
+        return []
 
 
 class CopyEditor:
@@ -191,18 +301,24 @@ class CopyEditor:
     # -- the loop --------------------------------------------------------------------------
     def stream(self, document: str, instruction: str, *, max_new_tokens: int = 512,
                sampling: Sampling = Sampling(), copy_mode: str = "prefill", monotonic: bool = False,
-               prompt: str | None = None, script: str | None = None) -> Iterator[EditEvent]:
+               prompt: str | None = None, script: str | None = None,
+               speculative: int = 0) -> Iterator[EditEvent]:
         """Decode an edit program, yielding ops and new text as they happen; the last
         event carries the :class:`EditResult`.
 
         With `script` (program text, without ``<program>``) the model is teacher-forced
         through that program instead of sampling: its tokens one forward each, forced
         tokens fast-forwarded and copies prefilled exactly as in a sampled run, so the
-        cost of an edit can be measured whatever the model's quality."""
+        cost of an edit can be measured whatever the model's quality.
+
+        `speculative` > 0 drafts up to that many tokens at a time inside gen bodies and
+        verifies them in one forward (see the module docstring)."""
         import torch
 
         if copy_mode not in ("prefill", "skip"):
             raise ValueError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
+        if speculative < 0:
+            raise ValueError(f"speculative must be >= 0, not {speculative}")
         started = time.perf_counter()
         stats = EditStats()
         lines = split_lines(document)
@@ -212,14 +328,37 @@ class CopyEditor:
         resolver = StreamingResolver(document)
         utf8 = codecs.getincrementaldecoder("utf-8")()
         program_chars: list[str] = []
+        program_bytes = bytearray()
+        script_bytes = script.encode("utf-8") if script is not None else b""
         last_end = 0
-
-        def timed_append(ids: list[int], kind: str):
+        lookup = None
+        if speculative:
             t0 = time.perf_counter()
-            out = append(self.model, cache, ids)
-            stats.model_s += time.perf_counter() - t0
+            lookup = NgramLookup(self.encode(document))
+            stats.tokenize_s += time.perf_counter() - t0
+        # speculative state: draft tokens in the cache not yet decided, and the logits
+        # rows after each of them
+        draft: list[int] = []
+        rows: list = []
+        draft_len = max(1, speculative // 2)  # the current draft length (see the schedule above)
+
+        def timed_append(ids: list[int], kind: str, all_logits: bool = False):
+            t0 = time.perf_counter()
+            out = append(self.model, cache, ids, all_logits=all_logits)
+            dt = time.perf_counter() - t0
+            stats.model_s += dt
+            stats.model_s_by_kind[kind] = stats.model_s_by_kind.get(kind, 0.0) + dt
             stats.forwards[kind] += 1
             return out
+
+        def drop_draft(rejected: bool = True) -> None:
+            nonlocal draft_len
+            if draft:
+                crop_cache(cache, cache_len(cache) - len(draft))
+                draft.clear()
+                if rejected:  # draft length schedule: shorter after a rejection
+                    draft_len = max(1, draft_len - 1)
+                rows.clear()
 
         t0 = time.perf_counter()
         prompt_ids = self.encode(prompt if prompt is not None else build_prompt(self.tokenizer, document, instruction))
@@ -227,14 +366,19 @@ class CopyEditor:
         stats.prompt_tokens = len(prompt_ids)
         cache = new_cache(self.model)
         logits = timed_append(prompt_ids, "prompt")
+        stats.prompt_s = time.perf_counter() - started
 
         def feed(ids: list[int]) -> tuple[list[EditEvent], list[int]]:
             """Program text of `ids` into the resolver: events, and the tokens of any copy
             that closed (to append after `ids` in the same forward)."""
             nonlocal last_end
             events, copy_ids = [], []
-            text = utf8.decode(b"".join(self.vocab.token_bytes[t] for t in ids))
+            data = b"".join(self.vocab.token_bytes[t] for t in ids)
+            program_bytes.extend(data)
+            text = utf8.decode(data)
             program_chars.append(text)
+            if lookup is not None:
+                lookup.extend(ids)
             for ch in text:  # char by char so a copy's text lands right after its tag
                 before_ops = len(resolver.ops)
                 piece = resolver.feed(ch)
@@ -243,13 +387,42 @@ class CopyEditor:
                     events.append(EditEvent(op=op, text=piece if isinstance(op, Copy) else ""))
                     if isinstance(op, Copy):
                         last_end = op.end
-                        if copy_mode == "prefill":
+                        if copy_mode == "prefill" or lookup is not None:
                             t1 = time.perf_counter()
-                            copy_ids.extend(self.encode(piece))
+                            piece_ids = self.encode(piece)
                             stats.tokenize_s += time.perf_counter() - t1
+                            if lookup is not None:
+                                lookup.extend(piece_ids)
+                            if copy_mode == "prefill":
+                                copy_ids.extend(piece_ids)
                 if piece and not any(isinstance(op, Copy) for op in new_ops):
                     events.append(EditEvent(text=piece))
             return events, copy_ids
+
+        def make_draft() -> list[int]:
+            """Draft tokens to follow the token just fed: only inside a gen body, cut
+            after the token that closes it, and only as far as the grammar allows."""
+            pending = resolver.pending_text()
+            if lookup is None or not pending.startswith(GEN_OPEN):
+                return []
+            t1 = time.perf_counter()
+            cand = lookup.propose(min(draft_len, max_new_tokens - stats.generated_tokens))
+            body = bytearray(pending[len(GEN_OPEN):].encode("utf-8"))
+            for i, t in enumerate(cand):
+                body.extend(self.vocab.token_bytes[t])
+                if GEN_CLOSE_BYTES in body:
+                    cand = cand[: i + 1]
+                    break
+            cand = cand[: matcher.validate(cand)] if cand else cand
+            stats.mask_s += time.perf_counter() - t1
+            return cand
+
+        def script_next() -> int:
+            """The script's next token (as it continues the program bytes so far)."""
+            done = bytes(program_bytes)
+            if not script_bytes.startswith(done) or len(script_bytes) == len(done):
+                raise ValueError(f"the script diverged or ended early after {done[-40:]!r}")
+            return self._next_token(script_bytes, len(done))
 
         stop = "end"
         while not resolver.done:
@@ -258,6 +431,7 @@ class CopyEditor:
             forced = matcher.forced_tokens(self.encode, mask=mask)
             stats.mask_s += time.perf_counter() - t1
             if forced:
+                drop_draft()
                 matcher.advance_many(forced)
                 events, copy_ids = feed(forced)
                 stats.fast_forwarded_tokens += len(forced)
@@ -266,6 +440,7 @@ class CopyEditor:
                 yield from events
                 continue
             if stats.generated_tokens >= max_new_tokens:
+                drop_draft()
                 stop = "max_new_tokens"
                 break
             t1 = time.perf_counter()
@@ -278,27 +453,68 @@ class CopyEditor:
             stats.mask_s += time.perf_counter() - t1
             if not mask.any():
                 raise RuntimeError("no token is allowed: the grammar and the span constraint admit nothing here")
-            if script is None:
-                tok = _sample(logits, mask, sampling, generator)
-            else:
-                done_text = "".join(program_chars)
-                if not script.startswith(done_text) or len(script) == len(done_text):
-                    raise ValueError(f"the script diverged or ended early after {done_text[-40:]!r}")
-                tok = self.encode(script[len(done_text) :])[0]
+            if script is not None:
+                tok = script_next()
                 if not mask[tok]:
-                    raise ValueError(f"the script is not a valid program here: {script[len(done_text):][:40]!r}")
+                    raise ValueError(f"the script is not a valid program here: "
+                                     f"{script_bytes[len(program_bytes):][:40]!r}")
+            elif draft:
+                tok = _verify_sample(logits, mask, sampling, generator, draft[0])
+            else:
+                tok = _sample(logits, mask, sampling, generator)
             matcher.advance(tok)
             stats.generated_tokens += 1
             events, copy_ids = feed([tok])
             stats.copied_tokens += len(copy_ids)
+            if draft and tok == draft[0]:  # a kept draft token: already in the cache
+                stats.accepted_tokens += 1
+                draft.pop(0)
+                logits = rows.pop(0)
+                if not draft:  # all kept: longer drafts
+                    draft_len = min(speculative, draft_len + 2)
+                if copy_ids or resolver.done:  # the draft ends here
+                    drop_draft(rejected=False)
+                    if copy_ids:
+                        logits = timed_append(copy_ids, "copy")
+                yield from events
+                continue
+            drop_draft()
             if not resolver.done:
-                logits = timed_append([tok] + copy_ids, "copy" if copy_ids else "decode")
+                new_draft = [] if copy_ids else make_draft()
+                if new_draft:
+                    out = timed_append([tok] + new_draft, "verify", all_logits=True)
+                    logits, rows[:] = out[0], list(out[1:])
+                    draft[:] = new_draft
+                    stats.drafted_tokens += len(new_draft)
+                else:
+                    logits = timed_append([tok] + copy_ids, "copy" if copy_ids else "decode")
             yield from events
+        drop_draft()
         program = resolver.close(partial=True)
         text = resolve(program, document, partial=True)
         stats.wall_s = time.perf_counter() - started
         result = EditResult(document, program, "".join(program_chars), text, program.complete, stop, stats)
         yield EditEvent(result=result)
+
+    def _next_token(self, data: bytes, pos: int) -> int:
+        """The first token of `data[pos:]` as this editor encodes text: from the start of
+        the character holding byte `pos`, the token after those covering `pos` bytes
+        (byte-exact, also inside a multi-byte character); else greedy longest match."""
+        start = pos
+        while start > 0 and pos - start < 3 and (data[start] & 0xC0) == 0x80:
+            start -= 1
+        try:
+            ids = self.encode(data[start:].decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            ids = []
+        covered = start
+        for t in ids:
+            if covered == pos:
+                return t
+            covered += len(self.vocab.token_bytes[t])
+            if covered > pos:
+                break
+        return self._greedy(data[pos:])[0]
 
     def execute(self, document: str, program_text: str, instruction: str = "", **kwargs) -> EditResult:
         """Teacher-force a given program (see `script` in :meth:`stream`)."""

@@ -1,0 +1,436 @@
+"""Generator wall time on real edit corpora: full regeneration vs prompt lookup vs
+Copy-as-Decode executing oracle programs (with and without speculative gen bodies).
+
+Every method is teacher-forced on the gold answer, so the cost of an edit is measured
+whatever the model would have written (the model has random weights; speed depends on
+shapes, not weight values). Per case, on one model and KV cache:
+
+* ``regen``: full regeneration. Prompt = the same instruction + numbered document (asking
+  for the whole new document); then the gold new document one token per forward, plus the
+  forward that would predict the end token (argmax taken each step, as a greedy sampler).
+* ``pld``: prompt lookup decoding (transformers' ``PromptLookupCandidateGenerator``
+  rules) simulated on the gold output: the longest suffix n-gram (n <= 3) of prompt +
+  output so far, its leftmost occurrence with a continuation, up to 10 draft tokens;
+  accepted = the longest draft prefix equal to the gold continuation, then one bonus
+  token; each verify is one real forward of 1 + draft tokens (all positions' logits),
+  the rejected positions cropped from the cache.
+* ``cad_prefill`` / ``cad_skip``: ``CopyEditor.execute`` of the max-copy oracle program
+  (token counts from this tokenizer) in both copy modes: generated tokens one forward
+  each, forced tokens fast-forwarded, copies one forward (prefill) or none (skip); the
+  grammar mask is computed at every step, as in a real run.
+* ``cad_spec``: the same (prefill) with ``speculative=10``: inside gen bodies drafts by
+  lookup in the document and the tokens written so far, accepted while they equal the
+  program's tokens, verified in one forward each.
+
+Wall times include the prompt forward; "after prompt" subtracts it. The closed-form
+bound (coverage study, kernel CSV) excludes the prompt, so it compares with the
+"after prompt" speedup of ``cad_prefill``. Correctness: every executed program must
+reproduce the gold text exactly, and the lookup runs must end with the gold tokens in the
+cache (the study fails otherwise).
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cad_outlines.edits import number_lines, oracle_program
+from cad_outlines.generators.copy_decode import CopyEditor, NgramLookup
+from cad_outlines.generators.kv import append, cache_len, crop_cache, new_cache
+
+from .coverage import DEFAULT_KERNEL_CSV, Tally, case_tally, read_kernel_curves
+from .datasets import add_corpus_arguments, corpora_from_args, corpus_argv, shared_data_dir
+from .kernel import CONFIGS, build_model
+from .report import markdown_table, write_report
+
+DESCRIPTION = ("generator wall time: full regeneration, prompt lookup, Copy-as-Decode oracle programs "
+               "(prefill/skip, speculative gen bodies)")
+DEFAULT = ["humanevalfix-python", "humanevalfix-js", "editeval"]
+METHODS = ["regen", "pld", "cad_prefill", "cad_skip", "cad_spec"]
+LABELS = {"regen": "full regeneration", "pld": "prompt lookup (n<=3, 10 drafts)",
+          "cad_prefill": "CaD prefill", "cad_skip": "CaD skip", "cad_spec": "CaD prefill + speculative gen"}
+DEFAULT_LIMIT = 8
+QUICK_LIMIT = 2
+# a tiny Qwen2 with the Qwen2.5 vocabulary: for smoke runs and tests
+QUICK_CONFIG = dict(CONFIGS["tiny"], vocab_size=151936)
+REGEN_INSTRUCTIONS = "Rewrite the document below as the instruction asks. Answer with the whole new document."
+
+
+def regen_prompt(tokenizer, document: str, instruction: str) -> str:
+    """The full-regeneration prompt: instruction + numbered document, through the chat
+    template when the tokenizer has one (as ``build_prompt`` does for edit programs)."""
+    body = f"{REGEN_INSTRUCTIONS}\n\nInstruction: {instruction}\n\nDocument:\n{number_lines(document)}"
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": body}], tokenize=False,
+                                             add_generation_prompt=True)
+    return body + "\n"
+
+
+@dataclass
+class Run:
+    """One method on one case."""
+
+    wall_s: float
+    prompt_s: float
+    forwards: int  # after the prompt
+    tokens: int  # output tokens (regen/pld: gold tokens; CaD: program tokens written)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def after_prompt_s(self) -> float:
+        return self.wall_s - self.prompt_s
+
+
+def run_regen(model, prompt_ids: list[int], targets: list[int]) -> Run:
+    """Full regeneration, teacher-forced: `targets` (gold tokens + end token) one
+    forward per token; the end token is predicted, never fed."""
+    import torch
+
+    start = time.perf_counter()
+    cache = new_cache(model)
+    logits = append(model, cache, prompt_ids)
+    prompt_s = time.perf_counter() - start
+    for tok in targets[:-1]:
+        int(torch.argmax(logits))
+        logits = append(model, cache, [tok])
+    int(torch.argmax(logits))
+    wall = time.perf_counter() - start
+    if cache_len(cache) != len(prompt_ids) + len(targets) - 1:
+        raise RuntimeError("regeneration cache length is off")
+    return Run(wall, prompt_s, len(targets) - 1, len(targets) - 1)
+
+
+def run_pld(model, prompt_ids: list[int], targets: list[int], *, draft: int = 10, max_n: int = 3,
+            eos_ids: tuple[int, ...] = ()) -> Run:
+    """Prompt lookup decoding simulated on `targets` (gold tokens + end token): each
+    verify forward is [last token + draft], accepted = the draft prefix equal to the
+    targets, then one bonus token (what the model's argmax would be)."""
+    import torch
+
+    start = time.perf_counter()
+    cache = new_cache(model)
+    logits = append(model, cache, prompt_ids)
+    prompt_s = time.perf_counter() - start
+    lookup = NgramLookup([], max_n)
+    lookup.extend(prompt_ids)
+    forwards = drafted = accepted = 0
+    pos = 0  # targets[pos] is chosen from `logits`
+    while True:
+        tok = targets[pos]
+        int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
+        lookup.extend([tok])
+        if pos == len(targets) - 1:  # the end token
+            break
+        cand = lookup.propose(draft)
+        cut = [i for i, t in enumerate(cand) if t in eos_ids]  # as transformers: no end token in a draft
+        cand = cand[: cut[0]] if cut else cand
+        n_ok = 0
+        while n_ok < len(cand) and pos + 1 + n_ok < len(targets) and cand[n_ok] == targets[pos + 1 + n_ok]:
+            n_ok += 1
+        base = cache_len(cache)
+        out = append(model, cache, [tok] + cand, all_logits=bool(cand))
+        forwards += 1
+        drafted += len(cand)
+        accepted += n_ok
+        if cand:
+            crop_cache(cache, base + 1 + n_ok)
+            logits = out[n_ok]
+            lookup.extend(targets[pos + 1 : pos + 1 + n_ok])
+        else:
+            logits = out
+        pos += 1 + n_ok
+    wall = time.perf_counter() - start
+    if cache_len(cache) != len(prompt_ids) + len(targets) - 1:
+        raise RuntimeError("prompt lookup cache length is off")
+    if lookup.written[len(prompt_ids) :] != targets:
+        raise RuntimeError("prompt lookup did not reproduce the gold tokens")
+    return Run(wall, prompt_s, forwards, len(targets) - 1, {"drafted": drafted, "accepted": accepted})
+
+
+def run_cad(editor: CopyEditor, before: str, after: str, program_text: str, instruction: str, *,
+            copy_mode: str, speculative: int = 0) -> Run:
+    start = time.perf_counter()
+    result = editor.execute(before, program_text, instruction, copy_mode=copy_mode, speculative=speculative)
+    wall = time.perf_counter() - start
+    if not result.complete or result.text != after or result.program_text != program_text:
+        raise RuntimeError(f"the oracle program did not reproduce the gold text ({copy_mode}, speculative={speculative})")
+    s = result.stats
+    return Run(wall, s.prompt_s, s.total_forwards - s.forwards["prompt"], s.generated_tokens,
+               {"forwards": dict(s.forwards), "copied": s.copied_tokens, "fast_forwarded": s.fast_forwarded_tokens,
+                "drafted": s.drafted_tokens, "accepted": s.accepted_tokens, "mask_s": s.mask_s,
+                "model_s": s.model_s, "prompt_tokens": s.prompt_tokens, "model_s_by_kind": dict(s.model_s_by_kind),
+                "tokenize_s": s.tokenize_s})
+
+
+# --------------------------------------------------------------------------- study
+
+
+def sample_cases(corpus, limit: int | None, seed: int) -> list:
+    """A seeded sample of `limit` cases (all with None), in corpus order."""
+    cases = list(corpus)
+    if limit is None or limit >= len(cases):
+        return cases
+    keep = set(random.Random(f"{seed}:{corpus.name}").sample(range(len(cases)), limit))
+    return [c for i, c in enumerate(cases) if i in keep]
+
+
+def add_arguments(parser) -> None:
+    add_corpus_arguments(parser, DEFAULT)
+    parser.add_argument("--config", default="qwen2.5-0.5b",
+                        help=f"model configuration from analysis.kernel.CONFIGS ({', '.join(CONFIGS)}; random weights)")
+    parser.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help=f"cases per corpus, a seeded sample (default {DEFAULT_LIMIT}; --quick {QUICK_LIMIT}; "
+                             "0 = all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the case sample and the random weights")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--draft", type=int, default=10, help="max draft tokens (prompt lookup and speculative)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, {QUICK_LIMIT} cases per corpus")
+    parser.add_argument("--kernel-csv", default=str(DEFAULT_KERNEL_CSV), help="kernel speedup CSV for the bound")
+    parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
+                        help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=cpu)")
+    parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
+
+
+@dataclass
+class CaseResult:
+    corpus: str
+    id: str
+    out_tokens: int
+    program_tokens: int
+    runs: dict[str, Run]
+
+
+def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> CaseResult:
+    """All methods on one case (raises if any fails to reproduce the gold output)."""
+    encode = editor.encode
+    count = lambda text: len(encode(text))
+    program = oracle_program(case.before, case.after, count_tokens=count).to_text(header=False)
+    eos = tokenizer.eos_token_id
+    targets = encode(case.after) + [eos]
+    if b"".join(editor.vocab.token_bytes[t] for t in targets[:-1]) != case.after.encode("utf-8"):
+        raise RuntimeError(f"{case.id}: the gold tokens do not spell the gold text")
+    prompt_ids = encode(regen_prompt(tokenizer, case.before, case.instruction))
+    runs = {
+        "regen": run_regen(model, prompt_ids, targets),
+        "pld": run_pld(model, prompt_ids, targets, draft=draft, eos_ids=(eos,)),
+        "cad_prefill": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill"),
+        "cad_skip": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="skip"),
+        "cad_spec": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill",
+                            speculative=draft),
+    }
+    return CaseResult("", case.id, len(targets) - 1, runs["cad_prefill"].tokens, runs)
+
+
+def _speedups(results: list[CaseResult], after_prompt: bool) -> dict[str, float]:
+    def total(m: str) -> float:
+        return sum(r.runs[m].after_prompt_s if after_prompt else r.runs[m].wall_s for r in results)
+
+    base = total("regen")
+    return {m: base / total(m) for m in METHODS}
+
+
+def _bound(results_by_corpus: dict[str, list[CaseResult]], cases_by_corpus: dict, curve) -> dict[str, float]:
+    from .coverage import load_encoder
+
+    _, encode = load_encoder(None)
+    out, pooled = {}, Tally()
+    for name, cases in cases_by_corpus.items():
+        tally = Tally()
+        for case in cases:
+            tally.add(case_tally(case.before, case.after, encode))
+        pooled.add(tally)
+        out[name] = tally.bounds(curve)[0] if curve else float("nan")
+    out["pooled"] = pooled.bounds(curve)[0] if curve else float("nan")
+    return out
+
+
+def tables(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float]) -> tuple[str, str, str]:
+    groups = dict(by_corpus)
+    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    speed_rows, wall_rows, fwd_rows = [], [], []
+    for name, rs in groups.items():
+        e2e, post = _speedups(rs, False), _speedups(rs, True)
+        speed_rows.append((name, len(rs)) + tuple(f"{e2e[m]:.2f}x / {post[m]:.2f}x" for m in METHODS[1:])
+                          + (f"{bounds.get(name, float('nan')):.2f}x",))
+        wall_rows.append((name,) + tuple(f"{sum(r.runs[m].wall_s for r in rs):.1f}" for m in METHODS)
+                         + (f"{sum(r.runs['regen'].prompt_s for r in rs):.1f}",
+                            f"{sum(r.runs['cad_prefill'].prompt_s for r in rs):.1f}",
+                            f"{sum(r.runs['cad_prefill'].extra['mask_s'] for r in rs):.1f}"))
+        pld = [r.runs["pld"].extra for r in rs]
+        spec = [r.runs["cad_spec"].extra for r in rs]
+        fwd_rows.append((name, sum(r.out_tokens for r in rs), sum(r.program_tokens for r in rs))
+                        + tuple(sum(r.runs[m].forwards for r in rs) for m in METHODS)
+                        + (f"{sum(x['accepted'] for x in pld)}/{sum(x['drafted'] for x in pld)}",
+                           f"{sum(x['accepted'] for x in spec)}/{sum(x['drafted'] for x in spec)}"))
+    speed = markdown_table(["corpus", "cases"] + [LABELS[m] for m in METHODS[1:]] + ["closed-form bound"],
+                           speed_rows)
+    wall = markdown_table(["corpus"] + [f"{m} s" for m in METHODS]
+                          + ["regen prompt s", "CaD prompt s", "CaD mask s (prefill)"], wall_rows)
+    fwd = markdown_table(["corpus", "gold tokens", "program tokens"] + [f"{m} forwards" for m in METHODS]
+                         + ["pld accepted/drafted", "spec accepted/drafted"], fwd_rows)
+    return speed, wall, fwd
+
+
+def time_table(by_corpus: dict[str, list[CaseResult]]) -> str:
+    """Where the time of the CaD runs goes after the prompt: model time per forward kind
+    (seconds / forwards), grammar masking, tokenization, and the rest (Python overhead:
+    sampling, the resolver, the loop)."""
+    groups = dict(by_corpus)
+    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    kinds = ("decode", "fast_forward", "copy", "verify")
+    rows = []
+    for name, rs in groups.items():
+        for m in ("cad_prefill", "cad_skip", "cad_spec"):
+            runs = [r.runs[m] for r in rs]
+            by_kind = {k: sum(x.extra["model_s_by_kind"].get(k, 0.0) for x in runs) for k in kinds}
+            counts = {k: sum(x.extra["forwards"].get(k, 0) for x in runs) for k in kinds}
+            mask = sum(x.extra["mask_s"] for x in runs)
+            tok = sum(x.extra["tokenize_s"] for x in runs)
+            post = sum(x.after_prompt_s for x in runs)
+            other = post - sum(by_kind.values()) - mask - tok
+            rows.append((name, m, f"{post:.1f}")
+                        + tuple(f"{by_kind[k]:.1f} / {counts[k]} ({1000 * by_kind[k] / max(counts[k], 1):.0f} ms)"
+                                for k in kinds)
+                        + (f"{mask:.1f}", f"{tok:.2f}", f"{other:.1f}"))
+    return markdown_table(["corpus", "method", "after prompt s"] + [f"{k} s / forwards (per forward)" for k in kinds]
+                          + ["masking s", "tokenization s", "other s"], rows)
+
+
+def plot(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = dict(by_corpus)
+    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    methods = METHODS[1:]
+    fig, ax = plt.subplots(figsize=(max(8, 2.4 * len(groups)), 5))
+    width = 0.8 / (len(methods) + 1)
+    for i, m in enumerate(methods):
+        vals = [_speedups(rs, True)[m] for rs in groups.values()]
+        ax.bar([g + (i - len(methods) / 2) * width for g in range(len(groups))], vals, width, label=LABELS[m])
+    ax.bar([g + (len(methods) / 2) * width for g in range(len(groups))], [bounds.get(n, 0) for n in groups], width,
+           label="closed-form bound", color="lightgray", edgecolor="black", hatch="//")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_ylabel("speedup vs full regeneration (after the prompt)")
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
+    ax.set_title("Edit generation wall time, teacher-forced on gold answers")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_cases_csv(path: Path, by_corpus: dict[str, list[CaseResult]]) -> None:
+    cols = ["corpus", "id", "gold_tokens", "program_tokens"] + [f"{m}_{k}" for m in METHODS
+                                                                 for k in ("wall_s", "prompt_s", "forwards")]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for name, rs in by_corpus.items():
+            for r in rs:
+                w.writerow([name, r.id, r.out_tokens, r.program_tokens]
+                           + [v for m in METHODS for v in (f"{r.runs[m].wall_s:.4f}", f"{r.runs[m].prompt_s:.4f}",
+                                                           r.runs[m].forwards)])
+
+
+def run(args) -> int:
+    import torch
+    from transformers import PreTrainedTokenizerFast
+
+    torch.set_num_threads(args.threads)
+    limit = args.limit if args.limit is not None else (QUICK_LIMIT if args.quick else DEFAULT_LIMIT)
+    limit = None if limit == 0 else limit
+    config_name = "tiny-qwen-vocab" if args.quick else args.config
+    model = build_model(QUICK_CONFIG if args.quick else args.config, args.dtype, "cpu", seed=args.seed)
+    tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tok_dir))
+    editor = CopyEditor(model, tokenizer)
+    select = args.kernel_select or f"config={args.config},dtype={args.dtype},device=cpu"
+    curves = read_kernel_curves(args.kernel_csv, select) if Path(args.kernel_csv).is_file() else {}
+    curve = next(iter(curves.values()), None)
+
+    # warm-up (untimed): every code path once on a small case
+    first = next(iter(corpora_from_args(args)))
+    warm = min(first.cases, key=lambda c: len(c.before) + len(c.after))
+    measure_case(model, editor, tokenizer, warm, draft=args.draft)
+
+    by_corpus: dict[str, list[CaseResult]] = {}
+    cases_by_corpus: dict[str, list] = {}
+    started = time.perf_counter()
+    for corpus in corpora_from_args(args):
+        cases = sample_cases(corpus, limit, args.seed)
+        cases_by_corpus[corpus.name] = cases
+        results = []
+        for case in cases:
+            r = measure_case(model, editor, tokenizer, case, draft=args.draft)
+            r.corpus = corpus.name
+            results.append(r)
+            print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in METHODS),
+                  flush=True)
+        by_corpus[corpus.name] = results
+    elapsed = time.perf_counter() - started
+    bounds = _bound(by_corpus, cases_by_corpus, curve)
+    speed, wall, fwd = tables(by_corpus, bounds)
+    print(speed, wall, fwd, sep="\n\n")
+
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "generator_quick" if args.quick else "generator"
+    write_cases_csv(out / f"{name}_cases.csv", by_corpus)
+    if not args.no_plot:
+        plot(by_corpus, bounds, out / f"{name}.png")
+    sample = "; ".join(f"{n}: {', '.join(c.id for c in cs)}" for n, cs in cases_by_corpus.items())
+    n_all = {c.name: len(c) for c in corpora_from_args(args)}
+    sizes = ", ".join(f"{len(cs)} of {n_all[n]}" for n, cs in cases_by_corpus.items())
+    bound_note = (f"Closed-form bound: T / (T_gen + sum_k N_k / s(N_k)) over the same sampled cases (coverage study), "
+                  f"s(N) from `{Path(args.kernel_csv).name}` rows `{select}`." if curve else
+                  f"No kernel curve for `{select}` in `{args.kernel_csv}`: bound n/a.")
+    body = f"""Model: `{config_name}` Qwen2 with seeded random weights ({args.dtype}, CPU, {args.threads} torch
+thread(s)); tokenizer: Qwen2.5 ({tok_dir.name}). Cases per corpus: {sizes} (seeded sample, seed {args.seed};
+ids below). Measured time {elapsed:.0f} s (plus one untimed warm-up case). Draft length {args.draft}, n-grams up to 3.
+
+{__doc__.split(chr(10) + chr(10), 1)[1].strip()}
+
+**Speedup vs full regeneration** (ratio of summed wall times over the cases, end-to-end / after the prompt):
+
+{speed}
+
+{bound_note} The kernel CSV was measured with torch's default thread count; this study runs
+{args.threads} thread(s) on a machine shared with other work, so absolute times are noisy.
+
+**Summed wall times** (seconds; the CaD runs include the grammar mask at every step):
+
+{wall}
+
+**Forwards after the prompt**, and draft acceptance:
+
+{fwd}
+
+**Where the time goes** (Copy-as-Decode runs, after the prompt; "other" is the rest of the loop:
+sampling, the resolver, Python overhead). The tokenizer's time of the prompt is in the prompt:
+
+{time_table(by_corpus)}
+
+Per-case times: `{name}_cases.csv`. Sample: {sample}.
+
+![generator]({name}.png)
+"""
+    extra = ["--quick"] if args.quick else []
+    for key in ("config", "dtype", "limit", "seed", "threads", "draft", "kernel_select"):
+        val = getattr(args, key)
+        default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "seed": 0, "threads": 1, "draft": 10}.get(key)
+        if val is not None and val != default:
+            extra += [f"--{key.replace('_', '-')}", str(val)]
+    path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode", body,
+                        shlex.join(["cad-outlines", "study", "generator", *corpus_argv(args), *extra]))
+    print(f"wrote {path}")
+    return 0

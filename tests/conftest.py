@@ -33,3 +33,20 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny(data_dir):
+    """The real tiny model of the shared data (stories260K, SentencePiece vocabulary)."""
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    path = data_dir / "models/stories260K_hf"
+    return AutoModelForCausalLM.from_pretrained(path).eval(), PreTrainedTokenizerFast.from_pretrained(path)
+
+
+@pytest.fixture(scope="session")
+def editor(tiny, tmp_path_factory):
+    """A CopyEditor on the tiny model, with its own grammar cache."""
+    from cad_outlines.generators.copy_decode import CopyEditor
+
+    return CopyEditor(*tiny, cache=tmp_path_factory.mktemp("cache"))

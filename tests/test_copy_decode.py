@@ -11,19 +11,6 @@ from cad_outlines.generators.kv import append, crop_cache, new_cache
 DOC = "Once upon a time there was a cat.\nThe cat liked milk.\nOne day the cat saw a dog.\nThey became friends.\n"
 
 
-@pytest.fixture(scope="module")
-def tiny(data_dir):
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    path = data_dir / "models/stories260K_hf"
-    return AutoModelForCausalLM.from_pretrained(path).eval(), PreTrainedTokenizerFast.from_pretrained(path)
-
-
-@pytest.fixture(scope="module")
-def editor(tiny, tmp_path_factory):
-    return CopyEditor(*tiny, cache=tmp_path_factory.mktemp("cache"))
-
-
 def random_qwen2():
     from transformers import Qwen2Config, Qwen2ForCausalLM
 

@@ -18,19 +18,6 @@ DOCS = [
 INSTRUCTIONS = ["Make the dog a bird.", "x", "Tell the story again."]
 
 
-@pytest.fixture(scope="module")
-def tiny(data_dir):
-    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-
-    path = data_dir / "models/stories260K_hf"
-    return AutoModelForCausalLM.from_pretrained(path).eval(), PreTrainedTokenizerFast.from_pretrained(path)
-
-
-@pytest.fixture(scope="module")
-def editor(tiny, tmp_path_factory):
-    return CopyEditor(*tiny, cache=tmp_path_factory.mktemp("cache"))
-
-
 def random_qwen2(seed: int, vocab: int):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 

@@ -20,7 +20,7 @@ import numpy as np
 from .lexer import Config, Lexer
 from .lexer_index import TokenBytes, explore
 
-__all__ = ["MaskStore", "Row", "build_mask_store"]
+__all__ = ["MaskStore", "Row", "SetInterner", "build_mask_store"]
 
 Row = tuple[tuple[int, ...], tuple[int, ...], int]  # (emitted labels, entered labels, set id)
 
@@ -119,13 +119,37 @@ class MaskStore:
         return h.hexdigest()
 
 
+class SetInterner:
+    """Token sets stored once each: sorted ids, or the ids lacking when the set holds more
+    than half the vocabulary."""
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+        self.set_ids: list[np.ndarray] = []
+        self.negated: list[bool] = []
+        self._index: dict[bytes, int] = {}
+
+    def add(self, ids: np.ndarray, negated: bool) -> int:
+        """The id of a set given in stored form (sorted int32 ids, negated flag)."""
+        key = bytes([negated]) + ids.tobytes()
+        sid = self._index.get(key)
+        if sid is None:
+            sid = self._index[key] = len(self.set_ids)
+            self.set_ids.append(ids)
+            self.negated.append(negated)
+        return sid
+
+    def add_mask(self, mask: np.ndarray) -> int:
+        """The id of the set of True positions of a bool mask over the vocabulary."""
+        neg = int(mask.sum()) * 2 > self.vocab_size
+        return self.add(np.flatnonzero(~mask if neg else mask).astype(np.int32), neg)
+
+
 def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
                      progress: Callable[[int, int], None] | None = None) -> MaskStore:
     """Explore every reachable configuration and group its tokens into rows."""
     table_rows: dict[int, list[Row]] = {}
-    set_index: dict[bytes, int] = {}
-    set_ids: list[np.ndarray] = []
-    negated: list[bool] = []
+    sets = SetInterner(vocab_size)
 
     def intern(ids: np.ndarray) -> int:
         ids = np.unique(ids).astype(np.int32)
@@ -134,13 +158,7 @@ def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
             full = np.ones(vocab_size, dtype=bool)
             full[ids] = False
             ids = np.flatnonzero(full).astype(np.int32)
-        key = bytes([neg]) + ids.tobytes()
-        sid = set_index.get(key)
-        if sid is None:
-            sid = set_index[key] = len(set_ids)
-            set_ids.append(ids)
-            negated.append(neg)
-        return sid
+        return sets.add(ids, neg)
 
     def on_config(cfg_id: int, transitions) -> None:
         groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[np.ndarray]] = {}
@@ -154,5 +172,5 @@ def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
     explore(lexer, tokens, on_config, progress)
     n = len(lexer.table)
     rows = [table_rows.get(q, []) for q in range(n)]
-    return MaskStore(vocab_size, list(lexer.table.configs), rows, set_ids, negated)
+    return MaskStore(vocab_size, list(lexer.table.configs), rows, sets.set_ids, sets.negated)
 

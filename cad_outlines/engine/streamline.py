@@ -38,7 +38,7 @@ import numpy as np
 
 from .grammar_analysis import START, GrammarAnalysis, LRGame
 from .lexer import BOUNDARY, INDENT_BASE, ConfigTable, Lexer
-from .mask_store import MaskStore, Row
+from .mask_store import MaskStore, Row, SetInterner
 
 __all__ = ["StreamlineStep", "StreamlineResult", "streamline", "one_hop_only", "config_contexts", "STEPS"]
 
@@ -90,23 +90,8 @@ class _Rows:
     def to_store(self) -> MaskStore:
         """Materialise: the sets of merged rows are OR-ed and interned."""
         st = self.store
-        set_index: dict[bytes, int] = {}
-        sets: list[np.ndarray] = []
-        negated: list[bool] = []
+        sets = SetInterner(st.vocab_size)
         cache: dict[tuple[int, ...], int] = {}
-
-        def intern_ids(mask: np.ndarray) -> int:
-            neg = int(mask.sum()) * 2 > st.vocab_size
-            return intern(np.flatnonzero(~mask if neg else mask).astype(np.int32), neg)
-
-        def intern(ids: np.ndarray, neg: bool) -> int:
-            key = bytes([neg]) + ids.tobytes()
-            sid = set_index.get(key)
-            if sid is None:
-                sid = set_index[key] = len(sets)
-                sets.append(ids)
-                negated.append(neg)
-            return sid
 
         out_rows: list[list[Row]] = []
         for d in self.rows:
@@ -115,14 +100,14 @@ class _Rows:
                 key = tuple(sorted(set(sids)))
                 sid = cache.get(key)
                 if sid is None and len(key) == 1:  # unmerged: the set as it was
-                    sid = cache[key] = intern(st.set_ids[key[0]], st.set_negated[key[0]])
+                    sid = cache[key] = sets.add(st.set_ids[key[0]], st.set_negated[key[0]])
                 if sid is None:
                     mask = np.zeros(st.vocab_size, dtype=bool)
                     st.union_into(mask, key)
-                    sid = cache[key] = intern_ids(mask)
+                    sid = cache[key] = sets.add_mask(mask)
                 rows.append((e, n, sid))
             out_rows.append(rows)
-        return MaskStore(st.vocab_size, list(st.configs), out_rows, sets, negated)
+        return MaskStore(st.vocab_size, list(st.configs), out_rows, sets.set_ids, sets.negated)
 
 
 def _label_view(lexer: Lexer):

@@ -262,3 +262,18 @@ def test_bitmask_layout_is_llguidance_s(vocab, json_grammar):
     m.fill_next_token_bitmask(words)
     bits = [(int(words[i // 32]) >> (i % 32)) & 1 for i in range(len(mask))]
     assert bits == mask.astype(int).tolist()
+
+
+def test_namespaced_import_terminals_are_terminals(vocab, tmp_path):
+    """`%import other.rule` prefixes the imported terminals (`other__NAME`): they must
+    still be terminals to the parser (regression: they were taken for rules)."""
+    (tmp_path / "other.lark").write_text('pair: NAME ":" NUMBER\nNAME: /[a-z]+/\nNUMBER: /[0-9]+/\n')
+    main = tmp_path / "main.lark"
+    main.write_text("start: pair (\",\" pair)*\n%import other.pair\n")
+    cg = compile_grammar(main, vocab, cache=False, progress=False)
+    assert any(t.startswith("other__") for t in cg.tables.terminals)
+    m = Matcher(cg)
+    for tok in encode(vocab, b"ab:12,c:3"):
+        assert m.allowed_mask()[tok], vocab.token_bytes[tok]
+        m.advance(tok)
+    assert m.is_accepting()

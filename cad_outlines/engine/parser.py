@@ -38,10 +38,14 @@ class ParseTables:
         self.rule_rhs: list[tuple[str, ...]] = []
         self.actions: dict[int, dict[str, tuple[bool, int]]] = {}
         self.goto: dict[int, dict[str, int]] = {}
+        # terminal names from lark itself: a namespaced import (`%import python3.x`) gives
+        # terminals like `python3__NAME`, which are not all upper case
+        terminal_names = {t.name for t in lark_obj.terminals} | {END}
+        terminal_names |= {sym.name for rule in lark_obj.rules for sym in rule.expansion if sym.is_term}
         for state, row in table.states.items():
             acts, gotos = {}, {}
             for symbol, (action, arg) in row.items():
-                is_terminal = symbol.isupper() or symbol == END
+                is_terminal = symbol in terminal_names
                 if action is Shift:
                     if is_terminal:
                         acts[symbol] = (True, arg)

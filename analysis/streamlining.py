@@ -285,7 +285,7 @@ def run(args) -> int:
     if py is not None:
         body += ["## python.lark: interchangeable terminals", "",
                  f"{len(py.groups)} groups, {sum(map(len, py.groups))} terminals (the blog reports 7 groups / 35 "
-                 "terminals):", ""] + [f"{i + 1}. {', '.join(g)}" for i, g in enumerate(py.groups)] + [""]
+                 "terminals):", ""] + [f"{i + 1}. {', '.join(g)}" for i, g in enumerate(py.group_display)] + [""]
         s = py.successors
         body += [f"Successors: {s['pairs_possible']:,} of {s['pairs']:,} label pairs occur; pairs proved always "
                  f"legal: {s['always_dft']:,} by unlimited credit exploration of the DFT pushdown automaton (grammar "

@@ -63,6 +63,7 @@ class GrammarReport:
     factored_rules: int
     lexer_configs: int
     groups: list[list[str]]
+    group_display: list[list[str]]  # the groups with string terminals shown as their text
     successors: dict
     steps: list[dict]  # name, rows, seconds, rss_mib
     syncode_rows: int
@@ -91,7 +92,7 @@ class GrammarReport:
         if self.groups:
             lines += [f"{len(self.groups)} groups, {sum(map(len, self.groups))} terminals "
                       "(the first of each group is its representative):", ""]
-            lines += [f"{i + 1}. {', '.join(g)}" for i, g in enumerate(self.groups)]
+            lines += [f"{i + 1}. {', '.join(g)}" for i, g in enumerate(self.group_display)]
         else:
             lines.append("none")
         s = self.successors
@@ -157,6 +158,14 @@ class GrammarReport:
         js.write_text(self.to_json(), encoding="utf-8")
         self.plot(png)
         return [md, js, png]
+
+
+def _display(lk, name: str) -> str:
+    """A terminal as a reader knows it: `"+="` for a string terminal, its name otherwise."""
+    for t in lk.terminals:
+        if t.name == name:
+            return f'"{t.pattern.value}"' if t.pattern.type == "str" else name
+    return name
 
 
 def decode_stats(grammar: CompiledGrammar, tokens: list[int], label: str, compare: CompiledGrammar | None = None
@@ -232,7 +241,8 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
         grammar=Path(str(grammar)).name if str(grammar).endswith(".lark") else "grammar",
         tokenizer=tokenizer_name, vocab_size=vocab.size, terminals=len(lk.terminals), lexer_labels=len(names),
         rules=len(ga.source.rules), nonterminals=len(ga.source.nonterminals), factored_rules=len(ga.grammar.rules),
-        lexer_configs=len(raw.store.configs), groups=result.groups, successors=successors, steps=steps,
+        lexer_configs=len(raw.store.configs), groups=result.groups,
+        group_display=[[_display(lk, n) for n in g] for g in result.groups], successors=successors, steps=steps,
         syncode_rows=syncode, rows_without_indentation=len(no_indent),
         rows_per_config={"original": [len(r) for r in raw.store.rows],
                          "one-hop successors": result.steps[2].rows_per_config,

@@ -21,7 +21,7 @@ from .engine.compiled import CompiledGrammar
 from .engine.grammar_analysis import GrammarAnalysis, LRGame
 from .engine.lexer import INDENT_BASE
 from .engine.matcher import Matcher
-from .engine.streamline import config_contexts, one_hop_only, streamline
+from .engine.streamline import one_hop_only, streamline
 from .engine.vocabulary import Vocabulary
 
 __all__ = ["GrammarReport", "DecodeStats", "analyze_grammar"]
@@ -208,7 +208,7 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     rss: list[float] = []
     result = streamline(raw.store, raw.lexer, ga, lr=lr, progress=lambda msg: rss.append(_rss_mib())
                         if msg.endswith("rows") else None)
-    contexts = config_contexts(raw.lexer, raw.store.configs)
+    contexts = result.contexts
     syncode = one_hop_only(raw.store, raw.lexer, ga, contexts)
     names = raw.label_names
     emitted = [n for i, n in enumerate(names) if i not in raw.lexer.spec.ignored]

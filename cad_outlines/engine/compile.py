@@ -103,34 +103,42 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     path = folder / f"store-{key}.npz" if folder else None
-    if path is not None and path.is_file():
-        store = MaskStore.load(path)
-        table = ConfigTable()
-        for c in store.configs:
-            table.id(c)
-        lexer.table = table
-        lexer.initial = 0
+    spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder and streamline else None
+    if spath is not None and spath.is_file():  # the streamlined store alone is enough
+        store = _load(spath, lexer)
     else:
-        tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
-        store = build_mask_store(lexer, tokens, vocab.size, progress=_progress_bar() if progress else None)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-            store.save(tmp)
-            os.replace(tmp, path)
-    if streamline:
-        spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder else None
-        if spath is not None and spath.is_file():
-            store = MaskStore.load(spath)
+        if path is not None and path.is_file():
+            store = _load(path, lexer)
         else:
+            tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
+            store = build_mask_store(lexer, tokens, vocab.size, progress=_progress_bar() if progress else None)
+            if path is not None:
+                _save(store, path)
+        if streamline:
             analysis = GrammarAnalysis.from_lark(lk, start)
             say = _step_printer() if progress else None
             store = streamline_store(store, lexer, analysis, progress=say, lr=LRGame(tables)).store
             if spath is not None:
-                tmp = spath.with_suffix(f".tmp{os.getpid()}.npz")
-                store.save(tmp)
-                os.replace(tmp, spath)
+                _save(store, spath)
     return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint, streamlined=streamline)
+
+
+def _load(path: Path, lexer: Lexer) -> MaskStore:
+    """A cached store, with the lexer's configuration table rebuilt from it (ids match)."""
+    store = MaskStore.load(path)
+    table = ConfigTable()
+    for c in store.configs:
+        table.id(c)
+    lexer.table = table
+    lexer.initial = 0
+    return store
+
+
+def _save(store: MaskStore, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+    store.save(tmp)
+    os.replace(tmp, path)
 
 
 def _step_printer():

@@ -60,6 +60,7 @@ class StreamlineResult:
     groups: list[list[str]]
     never_queries: int = 0
     always_queries: int = 0
+    contexts: list[tuple[str, ...]] = field(default_factory=list)  # per config (see config_contexts)
 
 
 class _Rows:
@@ -398,4 +399,4 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
     t0 = time.perf_counter()
     out = rows.to_store()
     steps[-1].seconds += time.perf_counter() - t0
-    return StreamlineResult(out, steps, groups, len(qlist), n_always)
+    return StreamlineResult(out, steps, groups, len(qlist), n_always, contexts)

@@ -12,6 +12,7 @@ from cad_outlines.engine.lexer import Lexer
 from cad_outlines.engine.lexer_index import TokenBytes, _Indexer
 from cad_outlines.engine.mask_store import MaskStore
 from cad_outlines.engine.matcher import InvalidTokenError, Matcher
+from cad_outlines.engine.reference_matcher import ReferenceMatcher
 from cad_outlines.engine.terminals import lexer_spec_from_lark
 from cad_outlines.engine.vocabulary import Vocabulary
 
@@ -200,8 +201,9 @@ def test_grammar_fingerprint_is_stable_across_processes():
     assert len(outs) == 1
 
 
-def rowwise_mask(m: Matcher) -> np.ndarray:
-    """Reference: check every mask-store row on its own (no trie sharing)."""
+def rowwise_mask(m: ReferenceMatcher) -> np.ndarray:
+    """Reference: check every mask-store row on its own (no trie sharing), from the
+    reference matcher's live configurations."""
     g = m.grammar
     mask = np.zeros(g.vocab_size, dtype=bool)
     memo: dict = {}
@@ -219,14 +221,16 @@ def rowwise_mask(m: Matcher) -> np.ndarray:
 def test_trie_walk_equals_rowwise_check(vocab, json_grammar):
     rng = np.random.default_rng(3)
     for _ in range(10):
-        m = Matcher(json_grammar)
+        m, ref = Matcher(json_grammar), ReferenceMatcher(json_grammar)
         for _ in range(40):
             mask = m.allowed_mask()
-            assert (mask == rowwise_mask(m)).all()
+            assert (mask == rowwise_mask(ref)).all()
             allowed = [t for t in np.flatnonzero(mask) if t not in vocab.eos_token_ids]
             if not allowed:
                 break
-            m.advance(int(rng.choice(allowed)))
+            tok = int(rng.choice(allowed))
+            m.advance(tok)
+            ref.advance(tok)
 
 
 def test_python_indentation_masks(data_dir, vocab, tmp_path_factory):
@@ -236,12 +240,13 @@ def test_python_indentation_masks(data_dir, vocab, tmp_path_factory):
     cg = compile_grammar(data_dir / "grammars/lark/python.lark", vocab, start="file_input",
                          cache=tmp_path_factory.mktemp("py"), progress=False)
     text = b"def f(x):\n    if x:\n        return (x,\n  1)\n    return x\n\n\nclass A:\n    pass\n"
-    m = Matcher(cg)
+    m, ref = Matcher(cg), ReferenceMatcher(cg)
     for tok in encode(vocab, text):
         mask = m.allowed_mask()
-        assert (mask == rowwise_mask(m)).all()
+        assert (mask == rowwise_mask(ref)).all()
         assert mask[tok], (text, vocab.token_bytes[tok])
         m.advance(tok)
+        ref.advance(tok)
     assert m.is_accepting()
     bad = Matcher(cg)
     bad.advance_many(encode(vocab, b"def f(x):\n    if x:\n        return x\n"))

@@ -9,6 +9,7 @@ from cad_outlines import grammar_path
 from cad_outlines.engine.compile import compile_grammar, load_lark
 from cad_outlines.engine.grammar_analysis import START, GrammarAnalysis, LRGame
 from cad_outlines.engine.matcher import Matcher
+from cad_outlines.engine.reference_matcher import ReferenceMatcher
 from cad_outlines.engine.streamline import STEPS, config_contexts, one_hop_only, streamline
 from cad_outlines.engine.vocabulary import Vocabulary
 from cad_outlines.grammar_report import analyze_grammar
@@ -103,7 +104,7 @@ def test_contexts_hold_the_label_before_each_lexeme(text):
     names = raw.label_names
     rng = random.Random(1)
     for _ in range(60):
-        m = Matcher(raw)
+        m = ReferenceMatcher(raw)  # its live configurations and parser are inspected
         for _ in range(40):
             for cfg, pending, _acc in m.live:
                 if pending:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import warnings
 from pathlib import Path
 
 import lark
 
 from .compiled import CompiledGrammar
+from .flat_grammar import FlatFileError, FlatGrammar
 from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
 from .lexer_index import TokenBytes
@@ -20,9 +22,10 @@ from .streamline import streamline as streamline_store
 from .terminals import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir"]
+__all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "source_key"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
+FLAT_VERSION = "1"  # bump whenever the flat arrays (flat_grammar.py) change
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 
 
@@ -80,19 +83,65 @@ def _library_version() -> str:
     return f"{__version__}/{FORMAT_VERSION}"
 
 
+def source_key(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
+               postlex="auto", streamline: bool = True) -> str:
+    """Cache key of a compiled grammar computed WITHOUT loading it: the grammar text, the
+    ``.lark`` files it may import (its folder and `import_paths`), start, postlexer, lark's
+    version, the vocabulary's content hash and this library's format versions."""
+    text, paths = _read_grammar(grammar)
+    h = hashlib.sha256()
+    h.update(text.encode())
+    for folder in [*paths, *map(str, import_paths)]:
+        for f in sorted(Path(folder).glob("*.lark")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    pl = postlex if isinstance(postlex, (str, type(None))) else type(postlex).__qualname__
+    h.update(repr((start, pl, streamline, lark.__version__, vocab.content_hash, _library_version(),
+                   STREAMLINE_VERSION, FLAT_VERSION)).encode())
+    return h.hexdigest()[:32]
+
+
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
                     postlex="auto", cache: bool | str | Path = True, progress: bool = True,
                     streamline: bool = True) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
-    `grammar` is grammar text or a path to a .lark file. The mask store is cached on disk
-    (``cache_dir()`` or the folder given as `cache`), keyed by the grammar's content,
-    the vocabulary's content hash and the library version; `cache=False` always builds.
-    With `streamline` (the default) the matcher uses the store rewritten by grammar
-    analysis (:mod:`.streamline`; same masks, fewer parser questions), cached the same
-    way. Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
-    terminal for a construct that cannot be compiled.
+    `grammar` is grammar text or a path to a .lark file. The result is cached on disk
+    (``cache_dir()`` or the folder given as `cache`; `cache=False` always builds) as one
+    flat-array file keyed by :func:`source_key`; a warm load memory-maps it without
+    running lark. A cached file that is truncated, corrupt or of another version is
+    rebuilt, never trusted. With `streamline` (the default) the store is the one
+    rewritten by grammar analysis (:mod:`.streamline`; same masks, fewer parser
+    questions). Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError`
+    naming the terminal for a construct that cannot be compiled.
     """
+    folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
+    options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
+    fpath = folder / f"flat-{source_key(grammar, vocab, **options)}.bin" if folder else None
+
+    def objects() -> CompiledGrammar:
+        return _compile_objects(grammar, vocab, folder=folder, progress=progress, **options)
+
+    if fpath is not None and fpath.is_file():
+        try:
+            flat = FlatGrammar.load(fpath)
+            if flat.meta.get("vocab_hash") != vocab.content_hash:
+                raise FlatFileError(f"{fpath}: built for another vocabulary")
+            return CompiledGrammar(vocab, grammar_hash=flat.meta["grammar_hash"], streamlined=streamline, flat=flat,
+                                   reference_loader=lambda: objects()._reference())
+        except (FlatFileError, KeyError) as e:
+            warnings.warn(f"rebuilding the compiled grammar: {e}", stacklevel=2)
+    compiled = objects()
+    if fpath is not None:
+        flat = compiled.flat
+        flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=compiled.grammar_hash)
+        flat.save(fpath)
+    return compiled
+
+
+def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
+                     folder: Path | None, progress: bool, streamline: bool) -> CompiledGrammar:
+    """The Python objects: lark load, terminal automata, mask store (cached as .npz),
+    streamlining."""
     lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
     spec = lexer_spec_from_lark(lk)
     lexer = Lexer(spec)
@@ -101,7 +150,6 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     indenter = IndentTracker.from_postlex(pl) if pl is not None else None
     fingerprint = grammar_fingerprint(lk)
     key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
-    folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     path = folder / f"store-{key}.npz" if folder else None
     spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder and streamline else None
     if spath is not None and spath.is_file():  # the streamlined store alone is enough

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+import functools
 
 import numpy as np
 
@@ -26,32 +26,109 @@ class RowTrie:
         self.rows: list[tuple[tuple[int, ...], int]] = []
 
 
-@dataclass
 class CompiledGrammar:
     """Everything a :class:`~cad_outlines.engine.matcher.Matcher` needs; immutable once
-    built and shared by all matchers of the grammar."""
+    built and shared by all matchers of the grammar.
 
-    vocab: Vocabulary
-    lexer: Lexer
-    store: MaskStore
-    tables: ParseTables
-    indenter: IndentTracker | None = None
-    grammar_hash: str = ""
-    streamlined: bool = False  # the store was rewritten by grammar analysis
+    The runtime needs only :attr:`native` (over the flat arrays, memory-mapped from the
+    cache). The Python objects (``lexer``, ``store``, ``tables``, ``indenter``) serve the
+    build, the analyses and the reference matcher; a grammar loaded from the cache
+    rebuilds them on first access through `reference_loader`.
+    """
 
-    def __post_init__(self) -> None:
-        self.label_names: list[str] = list(self.lexer.spec.labels)
+    def __init__(self, vocab: Vocabulary, lexer: Lexer | None = None, store: MaskStore | None = None,
+                 tables: ParseTables | None = None, indenter: IndentTracker | None = None, grammar_hash: str = "",
+                 streamlined: bool = False, *, flat=None, reference_loader=None):
+        self.vocab = vocab
+        self.grammar_hash = grammar_hash
+        self.streamlined = streamlined  # the store was rewritten by grammar analysis
+        self._objects = (lexer, store, tables, indenter) if lexer is not None else None
+        self._reference_loader = reference_loader
+        if self._objects is None and (flat is None or reference_loader is None):
+            raise ValueError("a CompiledGrammar needs its Python objects, or flat arrays and a loader for them")
         self.vocab_size: int = self.vocab.size
         self.eos_token_ids: tuple[int, ...] = tuple(self.vocab.eos_token_ids)
-        never = np.zeros(self.vocab_size, dtype=bool)
-        never[list(self.vocab.special_ids)] = True
-        self.never_allowed = np.flatnonzero(never)
         self._sorted_bytes: list[bytes] | None = None
-        self._tries: dict[int, RowTrie] = {}
-        # first byte of every token (-1: special or empty), to rule out forced bytes fast
-        self.first_bytes = np.array([b[0] if b and i not in self.vocab.special_ids else -1
-                                     for i, b in enumerate(self.vocab.token_bytes)], dtype=np.int16)
         self._sorted_order = np.zeros(0, dtype=np.int32)
+        self._tries: dict[int, RowTrie] = {}
+        self._flat = flat
+        self._native = None
+
+    # -- the Python objects (build, analyses, reference matcher) -------------------------
+    def _reference(self):
+        if self._objects is None:
+            self._objects = self._reference_loader()
+        return self._objects
+
+    @property
+    def lexer(self) -> Lexer:
+        return self._reference()[0]
+
+    @property
+    def store(self) -> MaskStore:
+        return self._reference()[1]
+
+    @property
+    def tables(self) -> ParseTables:
+        return self._reference()[2]
+
+    @property
+    def indenter(self) -> IndentTracker | None:
+        return self._reference()[3]
+
+    @functools.cached_property
+    def label_names(self) -> list[str]:
+        if self._objects is None:
+            return list(self.flat.meta["label_names"])
+        return list(self.lexer.spec.labels)
+
+    @functools.cached_property
+    def never_allowed(self) -> np.ndarray:
+        return np.array(sorted(self.vocab.special_ids), dtype=np.int64)
+
+    @functools.cached_property
+    def first_bytes(self) -> np.ndarray:
+        """First byte of every token (-1: special or empty), to rule out forced bytes fast."""
+        return np.array([b[0] if b and i not in self.vocab.special_ids else -1
+                         for i, b in enumerate(self.vocab.token_bytes)], dtype=np.int16)
+
+    def __repr__(self) -> str:
+        n = self.native.n_configs if self._native is not None else "?"
+        return (f"CompiledGrammar(vocab_size={self.vocab_size}, configs={n}, streamlined={self.streamlined}, "
+                f"hash={self.grammar_hash[:12]})")
+
+    # -- the native runtime ------------------------------------------------------------
+    @property
+    def flat(self):
+        """The grammar as flat arrays (:mod:`.flat_grammar`), built on first use."""
+        if self._flat is None:
+            from .flat_grammar import flatten
+
+            self._flat = flatten(self)
+        return self._flat
+
+    @property
+    def native_module(self):
+        from .._native import core
+
+        return core()
+
+    @property
+    def native(self):
+        """The native core's grammar object over :attr:`flat` (shared by all matchers)."""
+        if self._native is None:
+            flat = self.flat
+            self._native = self.native_module.Grammar(flat.arrays, flat.meta)
+        return self._native
+
+    @functools.cached_property
+    def byte_token_ids(self) -> np.ndarray:
+        """For each byte value, a non-special token whose bytes are exactly that byte (-1: none)."""
+        out = np.full(256, -1, dtype=np.int64)
+        for i, b in enumerate(self.vocab.token_bytes):
+            if len(b) == 1 and out[b[0]] < 0 and i not in self.vocab.special_ids:
+                out[b[0]] = i
+        return out
 
     def token_bytes(self, token: int) -> bytes:
         if 0 <= token < self.vocab_size and token not in self.vocab.special_ids:

@@ -1,288 +1,153 @@
-"""The matcher: the one runtime surface both generators use.
+"""The matcher: the one runtime surface both generators use, on the native core.
 
-State = the incremental parser (terminals every live lexer configuration agrees on)
-plus the live configurations, each with the labels it has completed beyond that.
+A thin Python shell over ``cad_outlines._native`` (C++): every decode-step operation
+(mask, advance, validate, rollback, fork, EOS) runs natively over the grammar's flat
+arrays (:mod:`.flat_grammar`); this layer only checks arguments, raises the library's
+errors and shapes results. ``fill_next_token_bitmask_batch`` computes a whole batch
+with the GIL released on a thread pool. :mod:`.reference_matcher` is the pure-Python
+test reference it must agree with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .compiled import CompiledGrammar
-from .lexer import INDENT_BASE, decode_indent, encode_indent
-from .parser import END, IncrementalParser
+from .token_ids import check_token_id, check_token_ids
 
-__all__ = ["Matcher", "InvalidTokenError"]
+if TYPE_CHECKING:
+    from .compiled import CompiledGrammar
+
+__all__ = ["Matcher", "InvalidTokenError", "fill_next_token_bitmask_batch", "allocate_token_bitmask",
+           "unpack_bitmask"]
 
 
 class InvalidTokenError(ValueError):
     """A token the grammar does not allow here; the matcher is unchanged."""
 
 
-# ((config id, labels completed beyond the parser, indentation of a NEWLINE in progress), ...)
-Live = tuple[tuple[int, tuple[int, ...], int], ...]
+def allocate_token_bitmask(batch: int, vocab_size: int) -> np.ndarray:
+    """A zeroed int32 bitmask of shape (batch, ceil(vocab_size / 32)): llguidance's layout."""
+    return np.zeros((batch, (vocab_size + 31) // 32), dtype=np.int32)
+
+
+def unpack_bitmask(words: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Bool array(s) over the vocabulary from packed int32 words (last axis)."""
+    bits = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), axis=-1, bitorder="little")
+    return bits[..., :vocab_size].astype(bool)
 
 
 class Matcher:
     """Constrained-decoding state for one sequence.
 
     ``fill_next_token_bitmask`` / ``allowed_mask`` give the legal next tokens;
-    ``advance`` / ``advance_many`` consume; ``rollback`` undoes; ``fork`` copies.
+    ``advance`` / ``advance_many`` consume; ``validate`` checks without consuming;
+    ``rollback`` undoes; ``fork`` copies; ``forced_tokens`` gives what must come next.
     EOS is legal exactly where the text so far is a complete sentence.
     """
 
-    def __init__(self, grammar: CompiledGrammar):
+    __slots__ = ("grammar", "_m")
+
+    def __init__(self, grammar: CompiledGrammar, _native=None):
         self.grammar = grammar
-        self.parser = IncrementalParser(grammar.tables, grammar.indenter)
-        self.live: Live = ((grammar.lexer.initial, (), 0),)
-        self.finished = False
-        self._history: list[tuple[IncrementalParser, Live, bool]] = []
-        self.parser_checks = 0
+        self._m = _native if _native is not None else grammar.native_module.Matcher(grammar.native)
 
     # -- queries ----------------------------------------------------------------------
-    def _names(self, labels: Sequence[int]) -> tuple:
-        """Parser items for labels: names, or (NEWLINE name, indentation)."""
-        names = self.grammar.label_names
-        out = []
-        for x in labels:
-            if x >= INDENT_BASE:
-                out.append((names[self.grammar.lexer.spec.indent_label], decode_indent(x)[0]))
-            else:
-                out.append(names[x])
-        return tuple(out)
-
-    @staticmethod
-    def _absolute(emitted: tuple[int, ...], acc: int) -> tuple[int, ...] | None:
-        """Resolve a NEWLINE indentation relative to the lexeme carried in (only the
-        first emitted label can be relative); None if it cannot be read."""
-        if emitted and emitted[0] >= INDENT_BASE:
-            value, absolute = decode_indent(emitted[0])
-            if not absolute:
-                if acc < 0:  # no line break before: lark's Indenter cannot read it
-                    return None
-                return (encode_indent(acc + value, True),) + emitted[1:]
-        return emitted
-
-    def _passes(self, parser: IncrementalParser, pending: tuple[int, ...], emitted: tuple[int, ...],
-                entered: tuple[int, ...], memo: dict) -> bool:
-        key = (pending + emitted, entered)
-        got = memo.get(key)
-        if got is None:
-            self.parser_checks += 1
-            seq = self._names(pending + emitted)
-            if not entered:
-                got = parser.accepts(seq)
-            else:
-                nl = self.grammar.lexer.spec.indent_label
-                got = any(
-                    parser.accepts(seq) if lab < 0
-                    else parser.accepts_newline_after(seq) if lab == nl
-                    else parser.accepts(seq + (self.grammar.label_names[lab],))
-                    for lab in entered
-                )
-            memo[key] = got
-        return got
+    def fill_next_token_bitmask(self, out: np.ndarray) -> None:
+        """Write the legal next tokens into `out` (int32 words, bit i % 32 of word
+        i // 32 for token i: the layout of llguidance/xgrammar). `out` may be a row of a
+        batch bitmask; words past the grammar's vocabulary are zeroed."""
+        if out.dtype != np.int32 or not out.flags.c_contiguous:
+            raise ValueError("bitmask must be a C-contiguous int32 array")
+        self._m.fill(out.reshape(-1))
+        if out.size > self.grammar.native.n_words:
+            out.reshape(-1)[self.grammar.native.n_words:] = 0
 
     def allowed_mask(self) -> np.ndarray:
         """A fresh bool array over the model's vocabulary: True = legal next token."""
-        g = self.grammar
-        mask = np.zeros(g.vocab_size, dtype=bool)
-        if self.finished:
-            return mask
-        passing: set[int] = set()
-        for cfg, pending, acc in self.live:
-            state = self.parser._run(self._names(pending))
-            if state is not None:
-                self._walk(g.row_trie(cfg), state, acc, passing)
-        g.store.union_into(mask, passing)
-        mask[g.never_allowed] = False
-        if self._eos_allowed():
-            mask[list(g.eos_token_ids)] = True
-        return mask
-
-    def _walk(self, root, state, acc: int, passing: set[int]) -> None:
-        """Add the sets of every row of a config's row trie whose labels the parser
-        accepts from `state`: each shared prefix is parsed once, failing ones pruned."""
-        parser, names = self.parser, self.grammar.label_names
-        nl_label = self.grammar.lexer.spec.indent_label
-        entered_memo: dict = {}
-        todo = [(root, state, True)]
-        while todo:
-            node, st, first = todo.pop()
-            for entered, sid in node.rows:
-                if sid in passing:
-                    continue
-                if not entered:
-                    passing.add(sid)  # nothing entered: the labels on the path decided it
-                    continue
-                key = (st, entered)
-                ok = entered_memo.get(key)
-                if ok is None:
-                    ok = entered_memo[key] = any(
-                        lab < 0
-                        or (parser.accepts_newline_after((), st) if lab == nl_label else parser.step(st, names[lab]) is not None)
-                        for lab in entered
-                    )
-                    self.parser_checks += 1
-                if ok:
-                    passing.add(sid)
-            for elem, child in node.children.items():
-                if elem >= INDENT_BASE:
-                    value, absolute = decode_indent(elem)
-                    if not absolute and first and acc < 0:
-                        continue  # no line break in this NEWLINE: lark's Indenter cannot read it
-                    item = (names[nl_label], value if absolute or not first else acc + value)
-                else:
-                    item = names[elem]
-                self.parser_checks += 1
-                nxt = parser.step(st, item)
-                if nxt is not None:
-                    todo.append((child, nxt, False))
-
-    def fill_next_token_bitmask(self, out: np.ndarray) -> None:
-        """Write the legal next tokens into `out` as packed bits: int32 words, bit
-        (i % 32) of word i // 32 set for token i (the layout of llguidance/xgrammar)."""
-        mask = self.allowed_mask()
-        words = out.shape[-1]
-        padded = np.zeros(words * 32, dtype=bool)
-        padded[: len(mask)] = mask
-        out[...] = np.packbits(padded, bitorder="little").view("<u4").view(np.int32)
-
-    def _eos_allowed(self) -> bool:
-        return self._eos_ok(self.parser, self.live)
-
-    def _eos_ok(self, parser: IncrementalParser, live: Live) -> bool:
-        lexer = self.grammar.lexer
-        nl_label = lexer.spec.indent_label
-        for cfg, pending, acc in live:
-            final = lexer.final_labels(cfg)
-            if final is None or (nl_label in final and acc < 0):
-                continue
-            tail = tuple(encode_indent(acc, True) if x == nl_label else x for x in final if x is not None)
-            if parser.accepts(self._names(pending + tail) + (END,)):
-                return True
-        return False
+        words = np.empty(self.grammar.native.n_words, dtype=np.int32)
+        self._m.fill(words)
+        return unpack_bitmask(words, self.grammar.vocab_size)
 
     def is_accepting(self) -> bool:
         """Whether the text so far is a complete sentence (EOS would be legal)."""
-        return not self.finished and self._eos_allowed()
+        return self._m.is_accepting()
 
     def is_finished(self) -> bool:
         """Whether EOS has been consumed."""
-        return self.finished
+        return self._m.is_finished()
+
+    @property
+    def consumed(self) -> int:
+        return self._m.consumed
+
+    @property
+    def parser_checks(self) -> int:
+        """Parser questions asked so far (for the analysis report)."""
+        return self._m.parser_checks
 
     # -- moves --------------------------------------------------------------------------
-    def _step(self, parser: IncrementalParser, live: Live, token: int) -> tuple[IncrementalParser, Live, bool] | None:
-        g = self.grammar
-        if token in g.eos_token_ids:
-            return (parser, (), True) if self._eos_ok(parser, live) else None
-        return self._step_bytes(parser, live, g.token_bytes(token))
-
-    def _step_bytes(self, parser: IncrementalParser, live: Live, data: bytes) -> tuple[IncrementalParser, Live, bool] | None:
-        g = self.grammar
-        if not data:
-            return None
-        memo: dict = {}
-        new_live: dict[tuple[int, tuple[int, ...], int], None] = {}
-        for cfg, pending, acc in live:
-            for end, emitted, acc2 in g.lexer.run(cfg, data, acc):
-                entered = g.lexer.entered(end)
-                if entered is None or not self._passes(parser, pending, emitted, entered, memo):
-                    continue
-                new_live[(end, pending + emitted, acc2)] = None
-        if not new_live:
-            return None
-        # commit what every live configuration agrees on
-        pendings = [p for _, p, _ in new_live]
-        k = 0
-        while all(len(p) > k for p in pendings) and len({p[k] for p in pendings}) == 1:
-            k += 1
-        if k:
-            parser = parser.fork()
-            parser.consume(self._names(pendings[0][:k]))
-        return parser, tuple((c, p[k:], a) for c, p, a in new_live), False
-
     def advance(self, token: int) -> None:
         """Consume one token; raises :class:`InvalidTokenError` (changing nothing) if it
-        is not legal here."""
-        if self.finished:
-            raise InvalidTokenError(f"token {token} after EOS")
-        got = self._step(self.parser, self.live, token)
-        if got is None:
+        is not legal here, ValueError if it is not a token id of the vocabulary."""
+        token = check_token_id(token, self.grammar.vocab_size)
+        code = self._m.advance(token)
+        if code:
+            if code == 2:
+                raise InvalidTokenError(f"token {token} after EOS")
             raise InvalidTokenError(f"token {token} ({self.grammar.token_bytes(token)!r}) is not allowed here")
-        self._history.append((self.parser, self.live, self.finished))
-        self.parser, self.live, self.finished = got
 
     def advance_many(self, tokens: Sequence[int]) -> None:
         """Consume several tokens; validates the whole run first and changes nothing if
         any token is invalid (the error names its index)."""
-        parser, live, finished = self.parser, self.live, self.finished
-        states = []
-        for n, tok in enumerate(tokens):
-            got = None if finished else self._step(parser, live, tok)
-            if got is None:
-                raise InvalidTokenError(f"token {tok} at index {n} of {len(tokens)} is not allowed")
-            states.append((parser, live, finished))
-            parser, live, finished = got
-        self._history.extend(states)
-        self.parser, self.live, self.finished = parser, live, finished
+        arr = check_token_ids(tokens, self.grammar.vocab_size)
+        n = self._m.advance_many(arr)
+        if n < len(arr):
+            tok = int(arr[n])
+            raise InvalidTokenError(f"token {tok} ({self.grammar.token_bytes(tok)!r}) at index {n} of {len(arr)} "
+                                    "is not allowed")
 
     def validate(self, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` are legal in sequence (no state change)."""
-        parser, live, finished = self.parser, self.live, self.finished
-        for n, tok in enumerate(tokens):
-            got = None if finished else self._step(parser, live, tok)
-            if got is None:
-                return n
-            parser, live, finished = got
-        return len(tokens)
+        return self._m.validate(check_token_ids(tokens, self.grammar.vocab_size))
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last `n` consumed tokens."""
-        if n < 0 or n > len(self._history):
-            raise ValueError(f"cannot roll back {n} tokens: {len(self._history)} consumed")
-        if n:
-            self.parser, self.live, self.finished = self._history[-n]
-            del self._history[-n:]
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or not self._m.rollback(int(n)):
+            raise ValueError(f"cannot roll back {n!r} tokens: {self.consumed} consumed")
 
     def fork(self) -> Matcher:
-        other = Matcher.__new__(Matcher)
-        other.grammar, other.parser, other.live = self.grammar, self.parser, self.live
-        other.finished, other._history, other.parser_checks = self.finished, list(self._history), 0
-        return other
+        """An independent copy (history included)."""
+        return Matcher(self.grammar, self._m.copy())
 
     def forced_bytes(self, limit: int = 256, mask: np.ndarray | None = None) -> bytes:
         """The longest byte string every legal continuation starts with (empty where
-        EOS or two different bytes are legal). `mask`, this state's
-        :meth:`allowed_mask` if the caller has it, rules most states out at once."""
-        parser, live = self.parser, self.live
-        out = bytearray()
-        if self.finished:
+        EOS or two different first bytes are legal). `mask`, this state's
+        :meth:`allowed_mask` if the caller has it, rules most states out at once.
+
+        Legal prefixes are prefix-closed, so byte b is legal next iff some allowed token
+        starts with b; the walk advances a fork by single-byte tokens."""
+        g = self.grammar
+        if self.is_finished():
             return b""
-        if mask is not None:
-            firsts = self.grammar.first_bytes[np.flatnonzero(mask[: len(self.grammar.first_bytes)])]
-            if len(firsts) == 0 or (firsts != firsts[0]).any():
-                return b""
+        out = bytearray()
+        probe: Matcher | None = None
         while len(out) < limit:
-            probe = Matcher.__new__(Matcher)
-            probe.grammar, probe.parser, probe.live, probe.finished = self.grammar, parser, live, False
-            probe.parser_checks = 0
-            if probe._eos_allowed():
+            m = mask if probe is None and mask is not None else (probe or self).allowed_mask()
+            if m[list(g.eos_token_ids)].any():
                 break
-            nxt = None
-            for b in range(256):
-                got = self._step_bytes(parser, live, bytes([b]))
-                if got is not None:
-                    if nxt is not None:
-                        nxt = None
-                        break
-                    nxt = (b, got)
-            if nxt is None:
+            firsts = g.first_bytes[np.flatnonzero(m[: len(g.first_bytes)])]
+            if len(firsts) == 0 or (firsts != firsts[0]).any():
                 break
-            out.append(nxt[0])
-            parser, live, _ = nxt[1]
+            b = int(firsts[0])
+            tok = g.byte_token_ids[b]
+            if tok < 0:
+                break
+            probe = probe or self.fork()
+            probe.advance(int(tok))
+            out.append(b)
         return bytes(out)
 
     def forced_tokens(self, encode, limit: int = 256, mask: np.ndarray | None = None) -> list[int]:
@@ -300,11 +165,27 @@ class Matcher:
             probe = self.fork()
             probe.advance_many(tokens[:-1])
             last = self.grammar.token_bytes(tokens[-1])
-            mask = probe.allowed_mask()
-            if any(mask[t] for t in self.grammar.tokens_extending(last)):
+            allowed = probe.allowed_mask()
+            if any(allowed[t] for t in self.grammar.tokens_extending(last)):
                 tokens.pop()
         return tokens
 
-    @property
-    def consumed(self) -> int:
-        return len(self._history)
+
+def fill_next_token_bitmask_batch(matchers: Sequence[Matcher | None], bitmask: np.ndarray,
+                                  rows: Sequence[int] | None = None) -> None:
+    """Fill row ``rows[i]`` (default i) of `bitmask` with ``matchers[i]``'s mask, the whole
+    batch in one native call on a thread pool sized to the cores, the GIL released.
+    ``None`` entries are skipped (their rows are left as they are)."""
+    if bitmask.dtype != np.int32 or bitmask.ndim != 2 or not bitmask.flags.c_contiguous:
+        raise ValueError("bitmask must be a C-contiguous 2-D int32 array (batch, words)")
+    rows = list(range(len(matchers))) if rows is None else list(rows)
+    if len(rows) != len(matchers):
+        raise ValueError(f"{len(rows)} rows for {len(matchers)} matchers")
+    natives, where, module = [], [], None
+    for m, r in zip(matchers, rows):
+        if m is not None:
+            natives.append(m._m)
+            where.append(int(r))
+            module = m.grammar.native_module
+    if natives:
+        module.fill_batch(natives, bitmask, where)

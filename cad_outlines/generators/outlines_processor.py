@@ -9,20 +9,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..engine.compile import compile_grammar
 from ..engine.compiled import CompiledGrammar
-from ..engine.matcher import Matcher
+from ..engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
 from ..engine.vocabulary import Vocabulary
-from .logits import mask_logits
+from .logits import apply_token_bitmask_inplace
 
 __all__ = ["CFGLogitsProcessor", "cfg_generator", "vocabulary_for_outlines_model"]
 
 
 class CFGLogitsProcessor(OutlinesLogitsProcessor):
     """Masks each step's logits to the tokens the grammar allows; one matcher per
-    sequence in the batch. After EOS a sequence may only repeat EOS (padding)."""
+    sequence in the batch, all masks computed in one native batch call (GIL released)
+    and applied to a copy of the logits (the caller's tensor is left as it is). Each sequence advances and is masked independently; a
+    sequence that has produced EOS may only repeat EOS (padding)."""
 
     def __init__(self, grammar: CompiledGrammar, tensor_library_name: str = "torch"):
         if tensor_library_name != "torch":
@@ -30,6 +34,7 @@ class CFGLogitsProcessor(OutlinesLogitsProcessor):
         super().__init__(tensor_library_name)
         self.grammar = grammar
         self.matchers: list[Matcher] | None = None
+        self._bitmask: np.ndarray | None = None
 
     def reset(self) -> None:
         self.matchers = None
@@ -42,19 +47,24 @@ class CFGLogitsProcessor(OutlinesLogitsProcessor):
             for matcher, row in zip(self.matchers, input_ids):
                 if not matcher.is_finished():
                     matcher.advance(int(row[-1]))
-        rows = []
-        for matcher, row_logits in zip(self.matchers, logits):
+        if self._bitmask is None or self._bitmask.shape[0] != batch:
+            self._bitmask = allocate_token_bitmask(batch, self.grammar.vocab_size)
+        eos_only = self._eos_only_row()
+        for i, matcher in enumerate(self.matchers):
             if matcher.is_finished():
-                import numpy as np
+                self._bitmask[i] = eos_only
+        fill_next_token_bitmask_batch([None if m.is_finished() else m for m in self.matchers], self._bitmask)
+        if not self._bitmask.any(axis=1).all():
+            raise ValueError("no token is allowed here: the grammar admits no continuation")
+        out = logits.clone()  # the caller's tensor is never changed
+        apply_token_bitmask_inplace(out, self._bitmask)
+        return out
 
-                allowed = np.zeros(self.grammar.vocab_size, dtype=bool)
-                allowed[list(self.grammar.eos_token_ids)] = True
-            else:
-                allowed = matcher.allowed_mask()
-            rows.append(mask_logits(row_logits, allowed))
-        import torch
-
-        return torch.stack(rows)
+    def _eos_only_row(self) -> np.ndarray:
+        row = np.zeros(self._bitmask.shape[1], dtype=np.int32)
+        for t in self.grammar.eos_token_ids:
+            row[t // 32] |= np.int32(np.uint32(1 << (t % 32)).view(np.int32))
+        return row
 
 
 def vocabulary_for_outlines_model(model) -> Vocabulary:

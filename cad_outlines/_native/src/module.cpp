@@ -1,0 +1,156 @@
+// Python bindings (nanobind): the grammar from flat numpy arrays, the matcher, batches.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "batch.h"
+#include "grammar.h"
+#include "matcher.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace cad {
+
+// The grammar plus references that keep its arrays (memory-mapped or not) alive.
+struct PyGrammar {
+    Grammar g;
+    std::vector<nb::object> keep;
+};
+
+template <class T>
+static void bind_array(PyGrammar& pg, nb::dict arrays, const char* name, View<T>& view) {
+    if (!arrays.contains(name)) throw std::invalid_argument(std::string("flat grammar lacks array ") + name);
+    nb::object obj = arrays[name];
+    auto arr = nb::cast<nb::ndarray<const T, nb::c_contig, nb::device::cpu>>(obj);
+    view.p = arr.data();
+    view.n = arr.size();
+    pg.keep.push_back(obj);
+}
+
+static int32_t meta_int(nb::dict meta, const char* name) { return nb::cast<int32_t>(meta[name]); }
+
+static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta) {
+    Grammar& g = pg->g;
+#define ARR(name) bind_array(*pg, a, #name, g.name)
+    ARR(p_action); ARR(p_goto); ARR(p_rule_lhs); ARR(p_rule_len); ARR(label_term); ARR(p_open); ARR(p_close);
+    ARR(l_trans); ARR(l_label); ARR(l_shadow); ARR(l_dead); ARR(l_auto_off); ARR(l_guard); ARR(l_first);
+    ARR(l_comp); ARR(l_starters); ARR(l_starters_off); ARR(l_comp_off); ARR(l_live); ARR(l_block);
+    ARR(l_blocked); ARR(l_pending); ARR(l_comp_none); ARR(l_ignored);
+    ARR(c_owner); ARR(c_state); ARR(c_cons); ARR(c_entered); ARR(c_final); ARR(c_cons_off); ARR(c_entered_off);
+    ARR(c_entered_valid);
+    ARR(t_root); ARR(t_uncond); ARR(t_edge_off); ARR(t_edge_elem); ARR(t_edge_child); ARR(t_row_off);
+    ARR(t_row_ent); ARR(t_row_set); ARR(e_off); ARR(e_labels);
+    ARR(s_kind); ARR(s_off); ARR(s_len); ARR(s_ids); ARR(s_words);
+    ARR(v_allowed); ARR(v_eos); ARR(v_bytes_off); ARR(v_bytes);
+#undef ARR
+    g.n_states = meta_int(meta, "n_states");
+    g.n_terms = meta_int(meta, "n_terms");
+    g.n_nonterms = meta_int(meta, "n_nonterms");
+    g.start_state = meta_int(meta, "start_state");
+    g.end_state = meta_int(meta, "end_state");
+    g.end_term = meta_int(meta, "end_term");
+    g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
+    g.nl_term = meta_int(meta, "nl_term");
+    g.indent_term = meta_int(meta, "indent_term");
+    g.dedent_term = meta_int(meta, "dedent_term");
+    g.parser_tab_len = meta_int(meta, "parser_tab_len");
+    g.n_terminals = meta_int(meta, "n_terminals");
+    g.indent_label = meta_int(meta, "indent_label");
+    g.indent_owner = meta_int(meta, "indent_owner");
+    g.tab_len = meta_int(meta, "tab_len");
+    g.n_labels = meta_int(meta, "n_labels");
+    g.vocab_size = meta_int(meta, "vocab_size");
+    g.n_words = meta_int(meta, "n_words");
+    // sizes that indexing relies on
+    if (g.p_action.size() != size_t(g.n_states) * g.n_terms || g.v_allowed.size() != size_t(g.n_words) ||
+        g.v_bytes_off.size() != size_t(g.vocab_size) + 1 || g.t_root.size() != g.n_configs() ||
+        g.t_uncond.size() != g.n_configs() || g.c_final.size() != g.n_configs() || g.n_configs() == 0)
+        throw std::invalid_argument("flat grammar arrays have inconsistent sizes");
+    g.index_configs();
+}
+
+using Words = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;
+using Tokens = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+static uint32_t* words_of(Words& out, const Grammar& g, size_t rows) {
+    if (out.size() < size_t(g.n_words) * rows)
+        throw std::invalid_argument("bitmask has " + std::to_string(out.size()) + " int32 words; need " +
+                                    std::to_string(size_t(g.n_words) * rows));
+    return reinterpret_cast<uint32_t*>(out.data());
+}
+
+}  // namespace cad
+
+using namespace cad;
+
+NB_MODULE(_core, m) {
+    m.doc() = "cad_outlines' compiled decode-time core (see docs/engine_runtime.md)";
+
+    nb::class_<PyGrammar>(m, "Grammar")
+        .def("__init__", [](PyGrammar* self, nb::dict arrays, nb::dict meta) {
+                 new (self) PyGrammar();
+                 try {
+                     make_grammar(self, arrays, meta);
+                 } catch (...) {
+                     self->~PyGrammar();
+                     throw;
+                 }
+             }, "arrays"_a, "meta"_a)
+        .def_prop_ro("vocab_size", [](const PyGrammar& p) { return p.g.vocab_size; })
+        .def_prop_ro("n_words", [](const PyGrammar& p) { return p.g.n_words; })
+        .def_prop_ro("n_configs", [](const PyGrammar& p) { return p.g.n_configs(); });
+
+    nb::class_<Matcher>(m, "Matcher")
+        .def("__init__", [](Matcher* self, const PyGrammar& pg) { new (self) Matcher(pg.g); }, "grammar"_a,
+             nb::keep_alive<1, 2>())
+        .def("fill", [](Matcher& self, Words out) {
+                 uint32_t* w = words_of(out, self.grammar(), 1);
+                 self.fill_mask(w, thread_scratch());
+             }, "out"_a, "Write the legal next tokens as packed bits into `out` (int32 words).")
+        .def("fill_profiled", [](Matcher& self, Words out) {
+                 uint32_t* w = words_of(out, self.grammar(), 1);
+                 int64_t ns[4] = {0, 0, 0, 0};
+                 self.fill_mask(w, thread_scratch(), ns);
+                 return std::vector<int64_t>(ns, ns + 4);
+             }, "out"_a, "fill, returning nanoseconds in [pending labels, trie walk, union, EOS + cleanup]")
+        .def("advance", &Matcher::advance, "token"_a)
+        .def("advance_many", [](Matcher& self, Tokens t) { return self.advance_many(t.data(), t.size()); }, "tokens"_a)
+        .def("validate", [](Matcher& self, Tokens t) { return self.validate(t.data(), t.size()); }, "tokens"_a)
+        .def("rollback", &Matcher::rollback, "n"_a)
+        .def("is_accepting", &Matcher::is_accepting)
+        .def("is_finished", &Matcher::is_finished)
+        .def_prop_ro("consumed", &Matcher::consumed)
+        .def_rw("parser_checks", &Matcher::parser_checks)
+        .def("copy", [](const Matcher& self) { return new Matcher(self); }, nb::rv_policy::take_ownership);
+
+    m.def("fill_batch", [](std::vector<Matcher*> matchers, Words out, std::vector<int64_t> rows) {
+              if (matchers.size() != rows.size()) throw std::invalid_argument("one row index per matcher");
+              if (matchers.empty()) return;
+              if (out.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
+              const size_t R = out.shape(0), W = out.shape(1);
+              for (size_t i = 0; i < matchers.size(); ++i) {
+                  if (rows[i] < 0 || size_t(rows[i]) >= R)
+                      throw std::invalid_argument("row " + std::to_string(rows[i]) + " outside the bitmask's " +
+                                                  std::to_string(R) + " rows");
+                  if (size_t(matchers[i]->grammar().n_words) > W)
+                      throw std::invalid_argument("bitmask rows have " + std::to_string(W) + " words; need " +
+                                                  std::to_string(matchers[i]->grammar().n_words));
+              }
+              uint32_t* base = reinterpret_cast<uint32_t*>(out.data());
+              nb::gil_scoped_release release;
+              parallel_for(matchers.size(), [&](size_t i) {
+                  uint32_t* row = base + size_t(rows[i]) * W;
+                  std::fill(row, row + W, 0u);
+                  matchers[i]->fill_mask(row, thread_scratch());
+              });
+          }, "matchers"_a, "bitmask"_a, "rows"_a,
+          "Fill row rows[i] of `bitmask` with matcher i's mask, all at once on the thread pool with the GIL "
+          "released.");
+    m.def("pool_threads", &pool_threads);
+}

@@ -1,0 +1,365 @@
+"""The compiled grammar as flat arrays: what the native core runs on.
+
+Everything the decode-time path needs (parse tables, terminal automata, lexer
+configurations, the mask store as a row trie per configuration, token sets and token
+bytes) becomes plain numpy arrays of ints, saved as ONE file and memory-mapped on load,
+so no per-row Python object stays alive and loads cost a page-in, not a parse.
+
+Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data array):
+
+- parser ``p_*``: ``p_action[state * n_terms + term]`` is 0 (error), ``k + 1`` (shift to
+  state k) or ``-(r + 1)`` (reduce by rule r); ``p_goto[state * n_nonterms + lhs]``
+  (-1: none); ``p_rule_lhs``/``p_rule_len``; ``p_open``/``p_close`` flag the indenter's
+  bracket terminals; ``label_term[label]`` maps a lexer label to its parser terminal
+  (-1: the parser never accepts it).
+- lexer ``l_*``: every terminal automaton's states renumbered into one global range
+  (``l_auto_off``), ``l_trans[g * 256 + b]`` global; ``l_label``, ``l_live``, ``l_block``
+  (g * 256 + b), ``l_blocked``, ``l_pending``, ``l_shadow`` (global), ``l_guard[g]`` (the
+  start state of the lookahead guard run a lexeme ending in g adds, or -1); ``l_first``
+  (n_terminals x 256, global), ``l_starters`` (CSR by first byte), competitors
+  ``l_comp`` (CSR by owner * 256 + byte; ``l_comp_none`` marks lark picking an earlier
+  terminal at once).
+- configurations ``c_*``: owner (-1 = between lexemes), state (global; 0 between
+  lexemes), constraint runs ``c_cons`` (CSR, sorted global states), ``c_entered`` (CSR
+  of the labels the lexeme in progress can still end as, -1 = ignored;
+  ``c_entered_valid`` 0 = it cannot end), ``c_final`` (how the text may end here: -2
+  no, -1 nothing pending, -3 an ignored lexeme ends, else its label).
+- row trie ``t_*``: per configuration a root node (``t_root``) and one merged set of the
+  rows that need no parser question (``t_uncond``, -1 if none); nodes have edges
+  (``t_edge_off``/``t_edge_elem``/``t_edge_child``, elements as in the store: a label,
+  or a NEWLINE with its indentation packed in) and rows (``t_row_off``/``t_row_ent``/
+  ``t_row_set``); entered-label sets are CSR ``e_off``/``e_labels``.
+- token sets ``s_*``: kind 0 = sorted ids (``s_ids[s_off : s_off + s_len]``), kind 1 =
+  a bitset of ``n_words`` uint32 words at ``s_words[s_off :]`` (dense sets, and every
+  complemented set).
+- vocabulary ``v_*``: ``v_allowed`` bitset of ids that may ever be allowed (not
+  special), ``v_eos``, token bytes (CSR ``v_bytes_off``/``v_bytes``).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .lexer import BOUNDARY, INDENT_BASE
+from .parser import END
+
+if TYPE_CHECKING:
+    from .compiled import CompiledGrammar
+
+__all__ = ["FlatGrammar", "flatten", "FLAT_MAGIC", "FlatFileError"]
+
+FLAT_MAGIC = b"CADFLAT1"
+_ALIGN = 64
+
+
+class FlatFileError(ValueError):
+    """A flat-grammar file that is truncated, corrupt, or from another version."""
+
+
+class FlatGrammar:
+    """Named flat arrays plus a small JSON header of scalars and names."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], meta: dict):
+        self.arrays = arrays
+        self.meta = meta
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays.values())
+
+    # -- one file, memory-mapped --------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write atomically: magic, header length, JSON header, then each array aligned.
+        The header carries a crc32 of the array bytes, checked on load."""
+        path = Path(path)
+        index, offset, crc = [], 0, 0
+        for name, arr in self.arrays.items():
+            arr = np.ascontiguousarray(arr)
+            offset = -(-offset // _ALIGN) * _ALIGN
+            index.append({"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset})
+            offset += arr.nbytes
+        header_of = {"meta": self.meta, "arrays": index, "size": offset}
+        body = bytearray(offset)
+        for entry, arr in zip(index, self.arrays.values()):
+            data = np.ascontiguousarray(arr).tobytes()
+            body[entry["offset"]: entry["offset"] + len(data)] = data
+        header_of["crc32"] = zlib.crc32(body)
+        header = json.dumps(header_of).encode()
+        start = -(-(len(FLAT_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(FLAT_MAGIC + len(header).to_bytes(8, "little") + header)
+            f.write(b"\0" * (start - f.tell()))
+            f.write(body)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path, *, verify: bool = True) -> FlatGrammar:
+        """Memory-map a saved file; raises :class:`FlatFileError` if it is truncated,
+        from another format, or its bytes do not match the checksum (`verify`)."""
+        path = Path(path)
+        try:
+            raw = np.memmap(path, dtype=np.uint8, mode="r")
+        except (ValueError, OSError) as e:
+            raise FlatFileError(f"{path}: cannot map ({e})") from e
+        if len(raw) < len(FLAT_MAGIC) + 8 or bytes(raw[: len(FLAT_MAGIC)]) != FLAT_MAGIC:
+            raise FlatFileError(f"{path}: not a flat grammar file of this version")
+        n = int.from_bytes(bytes(raw[len(FLAT_MAGIC): len(FLAT_MAGIC) + 8]), "little")
+        try:
+            header = json.loads(bytes(raw[len(FLAT_MAGIC) + 8: len(FLAT_MAGIC) + 8 + n]))
+        except ValueError as e:
+            raise FlatFileError(f"{path}: unreadable header ({e})") from e
+        start = -(-(len(FLAT_MAGIC) + 8 + n) // _ALIGN) * _ALIGN
+        if len(raw) < start + header["size"]:
+            raise FlatFileError(f"{path}: truncated ({len(raw)} bytes, expected {start + header['size']})")
+        arrays = {}
+        for e in header["arrays"]:
+            dt = np.dtype(e["dtype"])
+            count = int(np.prod(e["shape"], dtype=np.int64))
+            lo = start + e["offset"]
+            arr = raw[lo: lo + count * dt.itemsize].view(dt).reshape(e["shape"])
+            arrays[e["name"]] = arr
+        if verify and zlib.crc32(raw[start: start + header["size"]]) != header["crc32"]:
+            raise FlatFileError(f"{path}: checksum mismatch (corrupt file)")
+        return cls(arrays, header["meta"])
+
+
+def _csr(chunks, dtype=np.int32) -> tuple[np.ndarray, np.ndarray]:
+    offs = np.zeros(len(chunks) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in chunks], out=offs[1:])
+    data = np.concatenate([np.asarray(c, dtype=dtype) for c in chunks]) if chunks and offs[-1] else np.zeros(0, dtype)
+    return offs.astype(np.int64), data.astype(dtype)
+
+
+def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
+    tables = g.tables
+    ind = g.indenter
+    terms = set(tables.terminals) | {END}
+    terms |= set(g.label_names)
+    if ind is not None:
+        terms |= {ind.nl_type, ind.indent_type, ind.dedent_type} | set(ind.open_types) | set(ind.close_types)
+    term_names = sorted(terms)
+    term_id = {t: i for i, t in enumerate(term_names)}
+    nonterms = sorted({lhs for lhs, _ in tables.rules} | {s for row in tables.goto.values() for s in row})
+    nt_id = {n: i for i, n in enumerate(nonterms)}
+    n_states = max(tables.actions) + 1
+    action = np.zeros((n_states, len(term_names)), dtype=np.int32)
+    goto = np.full((n_states, max(1, len(nonterms))), -1, dtype=np.int32)
+    for st, row in tables.actions.items():
+        for t, (shift, arg) in row.items():
+            action[st, term_id[t]] = arg + 1 if shift else -(arg + 1)
+    for st, row in tables.goto.items():
+        for n, nxt in row.items():
+            goto[st, nt_id[n]] = nxt
+    out["p_action"] = action.reshape(-1)
+    out["p_goto"] = goto.reshape(-1)
+    out["p_rule_lhs"] = np.array([nt_id[lhs] for lhs, _ in tables.rules], dtype=np.int32)
+    out["p_rule_len"] = np.array([n for _, n in tables.rules], dtype=np.int32)
+    out["p_open"] = np.array([ind is not None and t in ind.open_types for t in term_names], dtype=np.uint8)
+    out["p_close"] = np.array([ind is not None and t in ind.close_types for t in term_names], dtype=np.uint8)
+    out["label_term"] = np.array([term_id.get(n, -1) if n in tables.terminals or (ind and n == ind.nl_type) else -1
+                                  for n in g.label_names], dtype=np.int32)
+    meta.update(n_states=n_states, n_terms=len(term_names), n_nonterms=max(1, len(nonterms)),
+                start_state=tables.start_state, end_state=tables.end_state, end_term=term_id[END],
+                has_indenter=ind is not None,
+                nl_term=term_id[ind.nl_type] if ind else -1, indent_term=term_id[ind.indent_type] if ind else -1,
+                dedent_term=term_id[ind.dedent_type] if ind else -1, parser_tab_len=ind.tab_len if ind else 8,
+                term_names=term_names, start=tables.start)
+
+
+def _lexer_arrays(g: CompiledGrammar, out: dict, meta: dict) -> list[int]:
+    spec = g.lexer.spec
+    autos = spec.automata
+    off = np.zeros(len(autos) + 1, dtype=np.int64)
+    np.cumsum([a.trans.shape[0] for a in autos], out=off[1:])
+    out["l_auto_off"] = off.astype(np.int32)
+    out["l_trans"] = np.concatenate([a.trans + off[i] for i, a in enumerate(autos)]).astype(np.int32).reshape(-1)
+    out["l_label"] = np.concatenate([a.label for a in autos]).astype(np.int32)
+    out["l_live"] = np.concatenate([a.live for a in autos]).astype(np.uint8)
+    out["l_block"] = np.concatenate([a.block for a in autos]).astype(np.uint8).reshape(-1)
+    out["l_blocked"] = np.concatenate([a.blocked for a in autos]).astype(np.uint8)
+    out["l_pending"] = np.concatenate([a.pending for a in autos]).astype(np.uint8)
+    out["l_shadow"] = np.concatenate([a.shadow + off[i] for i, a in enumerate(autos)]).astype(np.int32)
+    out["l_dead"] = np.array([off[i] + a.dead for i, a in enumerate(autos)], dtype=np.int32)
+    guard = np.full(int(off[-1]), -1, dtype=np.int32)
+    for (i, s), gidx in spec.guard_of.items():
+        guard[off[i] + s] = off[gidx]
+    out["l_guard"] = guard
+    k = spec.n_terminals
+    out["l_first"] = (spec.first + off[:k, None]).astype(np.int32).reshape(-1) if k else np.zeros(0, np.int32)
+    out["l_starters_off"], out["l_starters"] = _csr([spec.starters[b] for b in range(256)])
+    comp_none = np.zeros(k * 256, dtype=np.uint8)
+    chunks = []
+    for i in range(k):
+        for b in range(256):
+            c = spec.competitors[i][b]
+            if c is None:
+                comp_none[i * 256 + b] = 1
+                chunks.append([])
+            else:
+                chunks.append(sorted(off[j] + s for j, s in c))
+    out["l_comp_off"], out["l_comp"] = _csr(chunks)
+    out["l_comp_none"] = comp_none
+    out["l_ignored"] = np.array([i in spec.ignored for i in range(len(spec.labels))], dtype=np.uint8)
+    meta.update(n_terminals=k, indent_label=-1 if spec.indent_label is None else spec.indent_label,
+                indent_owner=-1 if spec.indent_owner is None else spec.indent_owner, tab_len=spec.tab_len,
+                n_labels=len(spec.labels), label_names=list(spec.labels))
+    return [int(x) for x in off]
+
+
+def _config_arrays(g: CompiledGrammar, off: list[int], out: dict) -> None:
+    lexer = g.lexer
+    configs = lexer.table.configs
+    owner = np.array([c.owner for c in configs], dtype=np.int32)
+    state = np.array([0 if c.owner == BOUNDARY else off[c.owner] + c.state for c in configs], dtype=np.int32)
+    out["c_owner"], out["c_state"] = owner, state
+    out["c_cons_off"], out["c_cons"] = _csr([sorted(off[j] + u for j, u in c.cons) for c in configs])
+    entered = [lexer.entered(q) for q in range(len(configs))]
+    out["c_entered_valid"] = np.array([e is not None for e in entered], dtype=np.uint8)
+    out["c_entered_off"], out["c_entered"] = _csr([e or () for e in entered])
+    final = []
+    for q in range(len(configs)):
+        f = lexer.final_labels(q)
+        final.append(-2 if f is None else -1 if not f else -3 if f[0] is None else f[0])
+    out["c_final"] = np.array(final, dtype=np.int32)
+
+
+def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
+    store = g.store
+    V = g.vocab_size
+    n_words = (V + 31) // 32
+    meta.update(vocab_size=V, n_words=n_words)
+    # sets: the store's own, then one merged "needs no parser question" set per config
+    set_defs: list[tuple[np.ndarray, bool]] = [(store.set_ids[k], store.set_negated[k]) for k in range(len(store.set_ids))]
+    extra: dict[bytes, int] = {}
+    ent_index: dict[tuple[int, ...], int] = {}
+    ent_chunks: list[tuple[int, ...]] = []
+
+    def ent_id(e: tuple[int, ...]) -> int:
+        got = ent_index.get(e)
+        if got is None:
+            got = ent_index[e] = len(ent_chunks)
+            ent_chunks.append(e)
+        return got
+
+    roots, uncond = [], []
+    edge_off, edge_elem, edge_child, row_off, row_ent, row_set = [0], [], [], [0], [], []
+    for q, rows in enumerate(store.rows):
+        # the trie of this config, nodes numbered globally in DFS order
+        free: list[int] = []
+        tree: dict = {}
+        for emitted, entered, sid in rows:
+            if not emitted and (not entered or any(x < 0 for x in entered)):
+                free.append(sid)
+                continue
+            node = tree
+            for elem in emitted:
+                node = node.setdefault(elem, {})
+            node.setdefault(None, []).append((entered, sid))
+        if not free:
+            uncond.append(-1)
+        elif len(free) == 1:
+            uncond.append(free[0])
+        else:
+            m = np.zeros(V, dtype=bool)
+            for sid in free:
+                m |= store.set_mask(sid)
+            key = np.packbits(m).tobytes()
+            if key not in extra:
+                neg = int(m.sum()) * 2 > V
+                extra[key] = len(set_defs)
+                set_defs.append((np.flatnonzero(~m if neg else m).astype(np.int32), neg))
+            uncond.append(extra[key])
+        # number nodes breadth-first so each node's children are contiguous
+        order = [tree]
+        k = 0
+        base = len(row_off) - 1
+        roots.append(base)
+        while k < len(order):
+            node = order[k]
+            k += 1
+            for entered, sid in node.get(None, []):
+                row_ent.append(ent_id(tuple(entered)))
+                row_set.append(sid)
+            row_off.append(len(row_ent))
+            for elem in sorted(e for e in node if e is not None):
+                edge_elem.append(elem)
+                edge_child.append(base + len(order))
+                order.append(node[elem])
+            edge_off.append(len(edge_elem))
+    out["t_root"] = np.array(roots, dtype=np.int32)
+    out["t_uncond"] = np.array(uncond, dtype=np.int32)
+    out["t_edge_off"] = np.array(edge_off, dtype=np.int32)
+    out["t_edge_elem"] = np.array(edge_elem, dtype=np.int32)
+    out["t_edge_child"] = np.array(edge_child, dtype=np.int32)
+    out["t_row_off"] = np.array(row_off, dtype=np.int32)
+    out["t_row_ent"] = np.array(row_ent, dtype=np.int32)
+    out["t_row_set"] = np.array(row_set, dtype=np.int32)
+    out["e_off"], out["e_labels"] = _csr(ent_chunks)
+    out["e_off"] = out["e_off"].astype(np.int32)
+    # token sets: sparse ids, or a bitset when dense (or complemented)
+    dense_from = max(64, n_words // 2)
+    kinds, offs, lens, ids_chunks, words_chunks = [], [], [], [], []
+    n_ids = n_dense = 0
+    for ids, neg in set_defs:
+        if neg or len(ids) > dense_from:
+            m = np.zeros(n_words * 32, dtype=bool)
+            m[ids] = True
+            if neg:
+                m = ~m
+                m[V:] = False
+            kinds.append(1)
+            offs.append(n_dense * n_words)
+            lens.append(int(m.sum()))
+            words_chunks.append(np.packbits(m, bitorder="little").view("<u4"))
+            n_dense += 1
+        else:
+            kinds.append(0)
+            offs.append(n_ids)
+            lens.append(len(ids))
+            ids_chunks.append(np.asarray(ids, dtype=np.int32))
+            n_ids += len(ids)
+    out["s_kind"] = np.array(kinds, dtype=np.uint8)
+    out["s_off"] = np.array(offs, dtype=np.int64)
+    out["s_len"] = np.array(lens, dtype=np.int32)
+    out["s_ids"] = np.concatenate(ids_chunks) if ids_chunks else np.zeros(0, np.int32)
+    out["s_words"] = np.concatenate(words_chunks).astype(np.uint32) if words_chunks else np.zeros(0, np.uint32)
+
+
+def _vocab_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
+    V = g.vocab_size
+    n_words = (V + 31) // 32
+    allowed = np.zeros(n_words * 32, dtype=bool)
+    allowed[:V] = True
+    allowed[list(g.vocab.special_ids)] = False
+    out["v_allowed"] = np.packbits(allowed, bitorder="little").view("<u4").astype(np.uint32)
+    out["v_eos"] = np.array(g.eos_token_ids, dtype=np.int32)
+    tb = [b"" if i in g.vocab.special_ids else b for i, b in enumerate(g.vocab.token_bytes)]
+    tb += [b""] * (V - len(tb))
+    offs = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in tb], out=offs[1:])
+    out["v_bytes_off"] = offs
+    out["v_bytes"] = np.frombuffer(b"".join(tb), dtype=np.uint8).copy()
+    meta.update(INDENT_BASE=INDENT_BASE)
+
+
+def flatten(g: CompiledGrammar) -> FlatGrammar:
+    """The flat arrays of a compiled grammar (built from its Python objects)."""
+    out: dict[str, np.ndarray] = {}
+    meta: dict = {}
+    _parser_arrays(g, out, meta)
+    off = _lexer_arrays(g, out, meta)
+    _config_arrays(g, off, out)
+    _store_arrays(g, out, meta)
+    _vocab_arrays(g, out, meta)
+    return FlatGrammar(out, meta)

@@ -1,0 +1,223 @@
+"""The native matcher equals the pure-Python reference, move for move; batches equal
+single calls; bad arguments raise clear errors; the flat file is never trusted blindly."""
+
+import random
+
+import numpy as np
+import pytest
+
+from cad_outlines import grammar_path
+from cad_outlines.engine.compile import compile_grammar
+from cad_outlines.engine.flat_grammar import FlatFileError, FlatGrammar
+from cad_outlines.engine.matcher import (
+    InvalidTokenError,
+    Matcher,
+    allocate_token_bitmask,
+    fill_next_token_bitmask_batch,
+    unpack_bitmask,
+)
+from cad_outlines.engine.reference_matcher import ReferenceMatcher
+from tests.test_engine import JSON, ToyVocab, encode
+from tests.test_streamline import PY
+
+LOOKAHEAD = r"""
+start: (WORD | NUM | OP)*
+WORD: /[a-z]+(?![0-9])/
+NUM: /[0-9]+/
+OP: "<" | "<=" | "<<"
+%ignore " "
+"""
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return ToyVocab.make()
+
+
+@pytest.fixture(scope="module", params=["json", "py", "copy_edit", "lookahead"])
+def grammar(request, vocab):
+    text = {"json": JSON, "py": PY, "copy_edit": grammar_path("copy_edit"), "lookahead": LOOKAHEAD}[request.param]
+    return compile_grammar(text, vocab, cache=False, progress=False)
+
+
+def walk_both(g, seed: int, steps: int = 60):
+    """A random constrained walk; yields (native, reference) after every move."""
+    rng = random.Random(seed)
+    m, r = Matcher(g), ReferenceMatcher(g)
+    eos = set(g.eos_token_ids)
+    for _ in range(steps):
+        yield m, r
+        allowed = np.flatnonzero(r.allowed_mask())
+        if not len(allowed):
+            return
+        tok = int(allowed[rng.randrange(len(allowed))])
+        if tok in eos and len(allowed) > 1 and rng.random() < 0.9:
+            tok = int(rng.choice([t for t in allowed if t not in eos]))
+        m.advance(tok)
+        r.advance(tok)
+        if tok in eos:
+            yield m, r
+            return
+
+
+def test_masks_and_eos_identical_on_walks(grammar):
+    states = 0
+    for seed in range(12):
+        for m, r in walk_both(grammar, seed):
+            a, b = m.allowed_mask(), r.allowed_mask()
+            assert np.array_equal(a, b), np.flatnonzero(a != b)[:8]
+            assert m.is_accepting() == r.is_accepting()
+            assert m.is_finished() == r.is_finished()
+            states += 1
+    assert states > 200
+
+
+def test_validate_matches_reference_for_every_token(grammar, vocab):
+    """advance/validate decide each token exactly as the mask says (no state change)."""
+    for m, r in walk_both(grammar, seed=5, steps=15):
+        mask = m.allowed_mask()
+        for tok in range(vocab.size):
+            assert (m.validate([tok]) == 1) == mask[tok] == (r.validate([tok]) == 1)
+
+
+def test_python_indentation_teacher_forced(vocab):
+    g = compile_grammar(PY, vocab, cache=False, progress=False)
+    text = b"def f(a, b):\n    if a:\n        x = (a +\n  b)\n        return x\n    return b\n\nx = f(1, 2)\n"
+    m, r = Matcher(g), ReferenceMatcher(g)
+    for tok in encode(vocab, text):
+        assert np.array_equal(m.allowed_mask(), r.allowed_mask())
+        m.advance(tok)
+        r.advance(tok)
+    assert m.is_accepting() and r.is_accepting()
+    assert m.validate(encode(vocab, b"  x = 1\n")) == r.validate(encode(vocab, b"  x = 1\n"))
+
+
+def test_forced_bytes_equal_reference(grammar, vocab):
+    for seed in range(4):
+        for m, r in walk_both(grammar, seed, steps=30):
+            if m.is_finished():
+                break
+            assert m.forced_bytes() == r.forced_bytes()
+
+
+def test_batch_equals_single_calls(grammar, vocab):
+    ms = []
+    for seed in range(9):
+        states = list(walk_both(grammar, seed, steps=1 + seed * 3))
+        ms.append(states[-1][0].fork())
+    batch = allocate_token_bitmask(len(ms) + 2, vocab.size)
+    batch[:] = -1
+    rows = [i + 1 for i in range(len(ms))]  # rows 0 and last are left as they are
+    fill_next_token_bitmask_batch(ms, batch, rows)
+    for m, row in zip(ms, rows):
+        single = np.zeros(batch.shape[1], dtype=np.int32)
+        m.fill_next_token_bitmask(single)
+        assert np.array_equal(batch[row], single)
+        assert np.array_equal(unpack_bitmask(single, vocab.size), m.allowed_mask())
+    assert (batch[0] == -1).all() and (batch[-1] == -1).all()
+    fill_next_token_bitmask_batch([None, ms[0]], batch[:2])
+    assert (batch[0] == -1).all()
+
+
+def test_fork_and_rollback_are_independent(vocab):
+    g = compile_grammar(JSON, vocab, cache=False, progress=False)
+    m = Matcher(g)
+    m.advance_many(encode(vocab, b'{"a": [1, '))
+    before = m.allowed_mask()
+    child = m.fork()
+    child.advance_many(encode(vocab, b"2]}"))
+    assert child.is_accepting() and not m.is_accepting()
+    assert np.array_equal(m.allowed_mask(), before)
+    n = child.consumed - m.consumed
+    child.rollback(n)
+    assert np.array_equal(child.allowed_mask(), before)
+    with pytest.raises(ValueError, match="cannot roll back"):
+        m.rollback(m.consumed + 1)
+    with pytest.raises(ValueError, match="cannot roll back"):
+        m.rollback(-1)
+
+
+def test_advance_many_is_atomic(vocab):
+    g = compile_grammar(JSON, vocab, cache=False, progress=False)
+    m = Matcher(g)
+    m.advance_many(encode(vocab, b'{"a": 1'))
+    before, consumed = m.allowed_mask(), m.consumed
+    bad = encode(vocab, b", }")
+    with pytest.raises(InvalidTokenError, match=f"index {len(bad) - 1} of {len(bad)}"):
+        m.advance_many(bad)
+    assert m.consumed == consumed and np.array_equal(m.allowed_mask(), before)
+    assert m.validate(bad) == len(bad) - 1 and m.consumed == consumed
+
+
+@pytest.mark.parametrize("bad", [-1, 10**9, 1.0, "3", True, None])
+def test_token_ids_outside_the_vocabulary_are_named(vocab, bad):
+    g = compile_grammar(JSON, vocab, cache=False, progress=False)
+    m = Matcher(g)
+    with pytest.raises(ValueError, match="token id") as e:
+        m.advance(bad)
+    assert not isinstance(e.value, InvalidTokenError)
+    with pytest.raises(ValueError, match="token id"):
+        m.advance_many([encode(vocab, b"{")[0], bad])
+    assert m.consumed == 0
+
+
+def test_illegal_token_changes_nothing(vocab):
+    g = compile_grammar(JSON, vocab, cache=False, progress=False)
+    m = Matcher(g)
+    m.advance_many(encode(vocab, b"[1"))
+    before = m.allowed_mask()
+    with pytest.raises(InvalidTokenError, match="not allowed here"):
+        m.advance(encode(vocab, b"{")[0])
+    assert np.array_equal(m.allowed_mask(), before)
+    m.advance_many(encode(vocab, b"]"))
+    m.advance(vocab.eos_token_ids[0])
+    assert m.is_finished() and not m.allowed_mask().any()
+    with pytest.raises(InvalidTokenError, match="after EOS"):
+        m.advance(vocab.eos_token_ids[0])
+
+
+def test_flat_file_round_trip_and_corruption(vocab, tmp_path):
+    g = compile_grammar(JSON, vocab, cache=False, progress=False)
+    path = tmp_path / "g.flat"
+    g.flat.save(path)
+    loaded = FlatGrammar.load(path)
+    assert loaded.meta == g.flat.meta
+    for name, arr in g.flat.arrays.items():
+        assert np.array_equal(loaded[name], arr), name
+    raw = bytearray(path.read_bytes())
+    (tmp_path / "trunc.flat").write_bytes(raw[: len(raw) - 100])
+    with pytest.raises(FlatFileError, match="truncated"):
+        FlatGrammar.load(tmp_path / "trunc.flat")
+    raw[-5] ^= 0xFF
+    (tmp_path / "flip.flat").write_bytes(raw)
+    with pytest.raises(FlatFileError, match="checksum"):
+        FlatGrammar.load(tmp_path / "flip.flat")
+    (tmp_path / "other.flat").write_bytes(b"NOTFLAT!" + bytes(raw[8:]))
+    with pytest.raises(FlatFileError, match="not a flat grammar"):
+        FlatGrammar.load(tmp_path / "other.flat")
+
+
+def test_apply_token_bitmask_inplace_masks_exactly():
+    import torch
+
+    from cad_outlines.generators.logits import apply_token_bitmask_inplace
+
+    rng = np.random.default_rng(0)
+    vocab, width = 70, 75  # logits wider than the bitmask's vocabulary: the extra ids are disallowed
+    allowed = rng.random((3, vocab)) < 0.3
+    bitmask = allocate_token_bitmask(3, vocab)
+    for i in range(3):
+        for t in np.flatnonzero(allowed[i]):
+            bitmask[i, t // 32] |= np.uint32(1 << (t % 32)).view(np.int32)
+    assert np.array_equal(unpack_bitmask(bitmask, vocab), allowed)
+    logits = torch.randn(3, width)
+    before = logits.clone()
+    apply_token_bitmask_inplace(logits, bitmask)
+    expect = torch.full_like(before, float("-inf"))
+    keep = torch.zeros(3, width, dtype=torch.bool)
+    keep[:, :vocab] = torch.from_numpy(allowed)
+    expect[keep] = before[keep]
+    assert torch.equal(logits, expect)
+    one = torch.randn(width)
+    apply_token_bitmask_inplace(one, bitmask[1])
+    assert torch.equal(torch.isfinite(one), keep[1])

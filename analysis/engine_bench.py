@@ -270,23 +270,27 @@ import json, os, resource, sys, time
 spec = json.loads(sys.argv[1])
 from cad_outlines.engine.compile import compile_grammar
 from cad_outlines.engine.vocabulary import Vocabulary
-def hwm():
+def status(key):
     for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
+        if line.startswith(key + ":"):
             return int(line.split()[1])
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+hwm = lambda: status("VmHWM")
 vocab = Vocabulary.from_tokenizer(spec["tokenizer"])
-base = hwm()
+vocab.content_hash
+base, rss0 = hwm(), status("VmRSS")
 cache = spec["cache"] or False
 listing = lambda: set(os.listdir(cache)) if cache and os.path.isdir(cache) else set()
 before = listing()
 t = time.perf_counter()
 g = compile_grammar(spec["grammar"], vocab, start=spec["start"], cache=cache, progress=False)
+g.native  # ready to mask: the native grammar over the (memory-mapped) flat arrays
 seconds = time.perf_counter() - t
 peak = hwm()
-print("@@" + json.dumps(dict(seconds=seconds, peak_kib=peak, base_kib=base, n_rows=g.store.n_rows,
+print("@@" + json.dumps(dict(seconds=seconds, peak_kib=peak, base_kib=base, n_rows=g.flat.meta["n_rows"],
                              ru_maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                             n_configs=len(g.store.configs), built=bool(listing() - before))))
+                             rss_added_kib=status("VmRSS") - rss0, file_bytes=g.flat.nbytes,
+                             n_configs=g.native.n_configs, built=bool(listing() - before))))
 """
 
 
@@ -614,6 +618,58 @@ def teacher_force(docs: list[Document], encode, ours_factory, others: list[tuple
     return ours, positions, used
 
 
+def batch_and_phases(compiled, docs: list[Document], encode, batch: int, rounds: int = 40) -> dict:
+    """`batch` matchers spread over the documents (each at its own position), then `rounds` steps: per step the
+    masks of all of them as ONE ``fill_next_token_bitmask_batch`` call vs `batch` single
+    ``fill_next_token_bitmask`` calls (alternating which goes first), then every matcher advances one token.
+    Also where a single mask's time goes (native phases), summed over the same positions."""
+    from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
+
+    streams = [list(encode(d.text)) for d in docs]
+    streams = [s for s in streams if len(s) > rounds + 2]
+    total = sum(len(s) for s in streams)
+    if not streams:
+        return {}
+    matchers, cursors = [], []
+    for k in range(batch):  # start k at offset k * total / batch of the concatenated documents
+        target = k * (total - (rounds + 2) * len(streams)) // batch
+        for si, s in enumerate(streams):
+            room = len(s) - rounds - 2
+            if target < room:
+                break
+            target -= room
+        m = Matcher(compiled)
+        m.advance_many(streams[si][:target])
+        matchers.append(m)
+        cursors.append((si, target))
+    bits = allocate_token_bitmask(batch, compiled.vocab_size)
+    single = allocate_token_bitmask(batch, compiled.vocab_size)
+    t_batch, t_single, phases = [], [], np.zeros(4, dtype=np.int64)
+    for r in range(rounds):
+        order = (0, 1) if r % 2 == 0 else (1, 0)
+        for which in order:
+            t0 = time.perf_counter_ns()
+            if which == 0:
+                fill_next_token_bitmask_batch(matchers, bits)
+                t_batch.append(time.perf_counter_ns() - t0)
+            else:
+                for i, m in enumerate(matchers):
+                    m.fill_next_token_bitmask(single[i])
+                t_single.append(time.perf_counter_ns() - t0)
+        if not np.array_equal(bits, single):
+            raise RuntimeError("batch and single masks differ")
+        for i, m in enumerate(matchers):
+            phases += np.asarray(m._m.fill_profiled(single[i]))
+            si, pos = cursors[i]
+            m.advance(streams[si][pos])
+            cursors[i] = (si, pos + 1)
+    from cad_outlines._native import core
+
+    b, s1 = float(np.mean(t_batch)) / 1e3, float(np.mean(t_single)) / 1e3
+    return dict(batch=batch, rounds=rounds, batch_us=b, singles_us=s1, ratio=b / s1, threads=core().pool_threads(),
+                phases_us=(phases / (rounds * batch) / 1e3).tolist())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # study
 
@@ -627,6 +683,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--python-tokens", type=int, default=20000,
                         help="stdlib files for the Python set are added until this many tokens under every tokenizer")
     parser.add_argument("--quick", action="store_true", help="GPT-2 with json and copy_edit only")
+    parser.add_argument("--batch", type=int, default=32, help="sequences per batch in the batch-mask measurement")
     parser.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "cad_outlines_engine_bench"),
                         help="private mask-store cache for the warm loads (and the in-process matchers)")
     parser.add_argument("--engine-budget", type=float, default=60.0,
@@ -680,6 +737,7 @@ class PairResult:
     refusals: list[tuple[str, str]] = field(default_factory=list)  # (engine, message)
     added: list[str] = field(default_factory=list)  # the tokenizer's non-special added tokens (compared apart)
     store: tuple[int, int] | None = None  # (lexer configurations, mask-store rows) of the in-process grammar
+    batch: dict | None = None  # batch_and_phases()
     error: str = ""
 
 
@@ -774,7 +832,7 @@ def run(args) -> int:
                 res.error = _short(str(e), 400)
                 print("   " + res.error, flush=True)
                 continue
-            res.store = (len(compiled.store.configs), compiled.store.n_rows)
+            res.store = (compiled.native.n_configs, compiled.flat.meta["n_rows"])
             others = []
             for label, gtext in variants:
                 others += _other_engines(res, tk, gtext, label, spec)
@@ -791,6 +849,10 @@ def run(args) -> int:
                 others, args.max_tokens, vocab.token_bytes.__getitem__, compare_ok,
                 lambda ids: vocab.decode(ids).decode("utf-8", "replace"), args.engine_budget, added)
             res.added = [vocab.token_bytes[i].decode("utf-8", "replace") for i in added]
+            res.batch = batch_and_phases(compiled, docsets[gname].docs, lambda s: hf.encode(s, add_special_tokens=False),
+                                         args.batch)
+            print(f"   batch of {args.batch}: one call {res.batch['batch_us']:.0f} us vs {args.batch} single calls "
+                  f"{res.batch['singles_us']:.0f} us ({res.batch['ratio']:.2f}x)", flush=True)
             res.others = [r for r, _ in others]
             m = _stats(res.ours.mask_ns)
             print(f"   {res.positions} positions; ours mask mean {m[0]:.1f} us p99 {m[2]:.1f} us"
@@ -942,6 +1004,22 @@ def _report(args, results, docsets, toks, inline_notes, load_before, load_after,
         + f"; {r.ours.gc_positions} of the set's mask computations included a collection "
           f"({r.ours.gc_ns / 1e6:,.1f} ms in all)"
         for r in results if r.ours is not None and r.ours.slowest[1])
+    # 2b. batches and where a mask's time goes
+    rows_b = []
+    for r in results:
+        if not r.batch:
+            continue
+        b = r.batch
+        ph = b["phases_us"]
+        rows_b.append((r.grammar, r.tokenizer, b["batch"], b["threads"], f"{b['singles_us']:,.0f}",
+                       f"{b['batch_us']:,.0f}", f"{b['ratio']:.2f}", *(f"{x:.1f}" for x in ph)))
+    t2 += "\n\nBatches: one `fill_next_token_bitmask_batch` call (GIL released, thread pool) vs the same masks as " \
+          "single calls, mean over the rounds; and where one mask's time goes (native phases, us per mask, same " \
+          "positions: replaying the labels completed beyond the committed parser, walking the row trie against " \
+          "the parser, OR-ing the passing token sets into the bitmask, clearing special tokens and the EOS check)." \
+          "\n\n" + markdown_table(["grammar", "tokenizer", "batch", "threads", "single calls us", "one batch call us",
+                                   "batch / singles", "pending us", "trie walk us", "union us", "EOS + rest us"],
+                                  rows_b)
     # 3. side by side
     rows3 = []
     for r in results:

@@ -75,12 +75,15 @@ class Lockstep:
                 f"{np.percentile(us, 99):,.1f}", f"{us.max():,.1f}"]
 
 
-def lockstep(raw, slim, tokens: list[int], acc: Lockstep, label: str = "", eos: bool = True, bar=None) -> None:
+def lockstep(raw, slim, tokens: list[int], acc: Lockstep, label: str = "", eos: bool = True, bar=None,
+             factories=None) -> None:
     """Teacher-force `tokens` through matchers on both stores: time both masks at every
-    position (the order alternates), compare them."""
+    position (the order alternates), compare them. `factories` (a pair of callables
+    grammar -> matcher) replaces the default native matchers on both sides."""
     from cad_outlines.engine.matcher import Matcher
 
-    ms = {"original": Matcher(raw), "streamlined": Matcher(slim)}
+    fa, fb = factories or (Matcher, Matcher)
+    ms = {"original": fa(raw), "streamlined": fb(slim)}
     for i in range(len(tokens) + (1 if eos else 0)):
         masks = {}
         order = ("original", "streamlined") if i % 2 == 0 else ("streamlined", "original")
@@ -104,16 +107,17 @@ def lockstep(raw, slim, tokens: list[int], acc: Lockstep, label: str = "", eos: 
             bar.update(1)
 
 
-def walks(raw, slim, n_states: int, seed: int = 0) -> Lockstep:
+def walks(raw, slim, n_states: int, seed: int = 0, factories=None) -> Lockstep:
     """Random constrained walks (uniform over allowed tokens, EOS ends a walk) comparing
-    both masks at every state."""
+    both masks at every state (`factories` as in :func:`lockstep`)."""
     from cad_outlines.engine.matcher import Matcher
 
+    fa, fb = factories or (Matcher, Matcher)
     rng = random.Random(seed)
     acc = Lockstep()
     eos = set(raw.eos_token_ids)
     while acc.positions < n_states:
-        a, b = Matcher(raw), Matcher(slim)
+        a, b = fa(raw), fb(slim)
         for _ in range(300):
             ma, mb = a.allowed_mask(), b.allowed_mask()
             acc.positions += 1

@@ -18,7 +18,13 @@ from .edits import (
 )
 from .engine.compile import compile_grammar
 from .engine.compiled import CompiledGrammar
-from .engine.matcher import InvalidTokenError, Matcher
+from .engine.matcher import (
+    InvalidTokenError,
+    Matcher,
+    allocate_token_bitmask,
+    fill_next_token_bitmask_batch,
+    unpack_bitmask,
+)
 from .engine.terminals import GrammarCompileError
 from .engine.vocabulary import Vocabulary
 from .grammars import grammar_path, load_grammar_text
@@ -32,6 +38,10 @@ __all__ = [
     "Matcher",
     "Vocabulary",
     "compile_grammar",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "fill_next_token_bitmask_batch",
+    "unpack_bitmask",
     "Copy",
     "EditProgram",
     "Gen",
@@ -56,6 +66,7 @@ _LAZY = {  # importing outlines takes seconds: load these on first use
     "analyze_grammar": "cad_outlines.grammar_report",
     "GrammarReport": "cad_outlines.grammar_report",
     "cfg_generator": "cad_outlines.generators.outlines_processor",
+    "apply_token_bitmask_inplace": "cad_outlines.generators.logits",
 }
 
 

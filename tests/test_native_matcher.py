@@ -221,3 +221,27 @@ def test_apply_token_bitmask_inplace_masks_exactly():
     one = torch.randn(width)
     apply_token_bitmask_inplace(one, bitmask[1])
     assert torch.equal(torch.isfinite(one), keep[1])
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "other_version", "other_vocab"])
+def test_damaged_cache_file_is_rebuilt_not_trusted(vocab, tmp_path, damage):
+    first = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    expected = Matcher(first).allowed_mask()
+    (path,) = tmp_path.glob("flat-*.bin")
+    raw = bytearray(path.read_bytes())
+    if damage == "truncate":
+        raw = raw[: len(raw) // 2]
+    elif damage == "flip":
+        raw[-3] ^= 0x55
+    elif damage == "other_version":
+        raw[:8] = b"CADFLAT0"
+    path.write_bytes(bytes(raw))
+    if damage == "other_vocab":  # a file written for another vocabulary under this key
+        other = FlatGrammar.load(path)
+        other.meta["vocab_hash"] = "0" * 64
+        other.save(path)
+    with pytest.warns(UserWarning, match="rebuilding the compiled grammar"):
+        again = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    assert np.array_equal(Matcher(again).allowed_mask(), expected)
+    warm = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)  # the rebuilt file is good again
+    assert warm._objects is None and np.array_equal(Matcher(warm).allowed_mask(), expected)

@@ -25,7 +25,7 @@ from .vocabulary import Vocabulary
 __all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "source_key"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
-FLAT_VERSION = "1"  # bump whenever the flat arrays (flat_grammar.py) change
+FLAT_VERSION = "2"  # bump whenever the flat arrays (flat_grammar.py) change
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 
 

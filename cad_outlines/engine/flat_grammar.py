@@ -81,7 +81,7 @@ class FlatGrammar:
         """Write atomically: magic, header length, JSON header, then each array aligned.
         The header carries a crc32 of the array bytes, checked on load."""
         path = Path(path)
-        index, offset, crc = [], 0, 0
+        index, offset = [], 0
         for name, arr in self.arrays.items():
             arr = np.ascontiguousarray(arr)
             offset = -(-offset // _ALIGN) * _ALIGN
@@ -238,7 +238,7 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     store = g.store
     V = g.vocab_size
     n_words = (V + 31) // 32
-    meta.update(vocab_size=V, n_words=n_words)
+    meta.update(vocab_size=V, n_words=n_words, n_rows=store.n_rows, n_configs=len(store.rows))
     # sets: the store's own, then one merged "needs no parser question" set per config
     set_defs: list[tuple[np.ndarray, bool]] = [(store.set_ids[k], store.set_negated[k]) for k in range(len(store.set_ids))]
     extra: dict[bytes, int] = {}

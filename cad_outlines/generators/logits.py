@@ -31,26 +31,34 @@ _SHIFTS: dict = {}
 
 def apply_token_bitmask_inplace(logits, bitmask: np.ndarray, rows=None) -> None:
     """Set ``logits[i, t] = -inf`` wherever bit t of ``bitmask[i]`` is 0 (llguidance's
-    packed int32 layout), in place, on the logits' device. `logits` is (batch, vocab)
-    or (vocab,); vocabulary ids past the bitmask's bits are disallowed. `rows`, if
-    given, selects the logits rows to mask (bitmask row k masks logits row rows[k])."""
+    packed int32 layout), in place. `logits` is (batch, vocab) or (vocab,); vocabulary
+    ids past the bitmask's bits are disallowed. `rows`, if given, selects the logits
+    rows to mask (bitmask row k masks logits row rows[k]). On the CPU the bits are
+    unpacked by numpy; on an accelerator the packed words are copied over (32x less
+    than a bool mask) and unpacked there."""
     import torch
 
-    two_d = logits.dim() == 2
-    target = logits if two_d else logits.unsqueeze(0)
-    bits = torch.from_numpy(np.ascontiguousarray(bitmask).reshape(-1, bitmask.shape[-1])).to(target.device,
-                                                                                          non_blocking=True)
-    shifts = _SHIFTS.get(target.device)
-    if shifts is None:
-        shifts = _SHIFTS[target.device] = torch.arange(32, dtype=torch.int32, device=target.device)
-    allowed = ((bits.unsqueeze(-1) >> shifts) & 1).bool().reshape(bits.shape[0], -1)
+    target = logits if logits.dim() == 2 else logits.unsqueeze(0)
+    words = np.ascontiguousarray(bitmask).reshape(-1, bitmask.shape[-1])
     vocab = target.shape[-1]
-    if allowed.shape[1] < vocab:
-        pad = torch.zeros(allowed.shape[0], vocab - allowed.shape[1], dtype=torch.bool, device=target.device)
-        allowed = torch.cat([allowed, pad], dim=1)
-    allowed = allowed[:, :vocab]
+    if target.device.type == "cpu":
+        bits = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little")
+        banned = np.ones((words.shape[0], vocab), dtype=bool)
+        k = min(vocab, bits.shape[1])
+        banned[:, :k] = bits[:, :k] == 0
+        banned_t = torch.from_numpy(banned)
+    else:
+        w = torch.from_numpy(words).to(target.device, non_blocking=True)
+        shifts = _SHIFTS.get(target.device)
+        if shifts is None:
+            shifts = _SHIFTS[target.device] = torch.arange(32, dtype=torch.int32, device=target.device)
+        allowed = ((w.unsqueeze(-1) >> shifts) & 1).bool().reshape(w.shape[0], -1)
+        if allowed.shape[1] < vocab:
+            pad = torch.zeros(allowed.shape[0], vocab - allowed.shape[1], dtype=torch.bool, device=target.device)
+            allowed = torch.cat([allowed, pad], dim=1)
+        banned_t = ~allowed[:, :vocab]
     if rows is None:
-        target.masked_fill_(~allowed, float("-inf"))
+        target.masked_fill_(banned_t, float("-inf"))
     else:
         idx = torch.as_tensor(list(rows), dtype=torch.long, device=target.device)
-        target[idx] = target[idx].masked_fill(~allowed, float("-inf"))
+        target[idx] = target[idx].masked_fill(banned_t, float("-inf"))

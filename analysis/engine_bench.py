@@ -683,6 +683,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--python-tokens", type=int, default=20000,
                         help="stdlib files for the Python set are added until this many tokens under every tokenizer")
     parser.add_argument("--quick", action="store_true", help="GPT-2 with json and copy_edit only")
+    parser.add_argument("--skip-cold", action="store_true",
+                        help="measure the warm load only (no cold compile; the cache folder is filled if needed)")
     parser.add_argument("--batch", type=int, default=32, help="sequences per batch in the batch-mask measurement")
     parser.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "cad_outlines_engine_bench"),
                         help="private mask-store cache for the warm loads (and the in-process matchers)")
@@ -820,8 +822,9 @@ def run(args) -> int:
             print(f"== {gname} x {tname}", flush=True)
             try:
                 if not args.skip_compile_bench:
-                    res.cold = compile_in_subprocess(gpath, spec.start, tk["dir"], None)
-                    print(f"   cold compile {res.cold['seconds']:.2f} s", flush=True)
+                    if not args.skip_cold:
+                        res.cold = compile_in_subprocess(gpath, spec.start, tk["dir"], None)
+                        print(f"   cold compile {res.cold['seconds']:.2f} s", flush=True)
                     w = compile_in_subprocess(gpath, spec.start, tk["dir"], cache)
                     if w["built"]:
                         res.fill, w = w, compile_in_subprocess(gpath, spec.start, tk["dir"], cache)
@@ -870,7 +873,8 @@ def run(args) -> int:
                                  ("--engine-budget", args.engine_budget, 60.0)):
         if value != default:
             words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    words += [f for f, on in (("--skip-compile-bench", args.skip_compile_bench), ("--no-compare", args.no_compare)) if on]
+    words += [f for f, on in (("--skip-compile-bench", args.skip_compile_bench), ("--skip-cold", args.skip_cold),
+                              ("--no-compare", args.no_compare)) if on]
     cmd = " ".join(["python -m cad_outlines.cli study engine-bench", *words])
     path = write_report(out, "engine", "Engine benchmark: compile, load and per-token mask time", body, cmd)
     print(f"wrote {path}")
@@ -961,6 +965,13 @@ def _report(args, results, docsets, toks, inline_notes, load_before, load_after,
     # 1. compile / load
     rows = []
     for r in results:
+        if r.cold is None and r.warm is not None:
+            configs, n_rows = r.store if r.store else ("-", "-")
+            rows.append((r.grammar, r.tokenizer, configs, f"{n_rows:,}", "not measured (--skip-cold)", "-", "-",
+                         f"{r.warm['seconds']:.3f}", f"{mib(r.warm['peak_kib'])} ({mib(r.warm['base_kib'])}); "
+                         f"+{mib(r.warm.get('rss_added_kib', 0))} MiB RSS, file {r.warm.get('file_bytes', 0) / 2**20:.1f} MiB",
+                         "-", "-", f"{r.fill['seconds']:.2f}" if r.fill else "-"))
+            continue
         if r.cold is None:
             configs, n_rows = r.store if r.store else ("-", "-")
             rows.append((r.grammar, r.tokenizer, configs, n_rows, *["-"] * 7,
@@ -971,12 +982,13 @@ def _report(args, results, docsets, toks, inline_notes, load_before, load_after,
         rows.append((r.grammar, r.tokenizer, r.cold["n_configs"], f"{r.cold['n_rows']:,}", f"{r.cold['seconds']:.2f}",
                      f"{mib(r.cold['peak_kib'])} ({mib(r.cold['base_kib'])})", mib(r.cold["ru_maxrss_kib"]),
                      f"{r.warm['seconds']:.3f}" if r.warm else "-",
-                     f"{mib(r.warm['peak_kib'])} ({mib(r.warm['base_kib'])})" if r.warm else "-",
+                     f"{mib(r.warm['peak_kib'])} ({mib(r.warm['base_kib'])}); +{mib(r.warm.get('rss_added_kib', 0))} MiB "
+                     f"RSS, file {r.warm.get('file_bytes', 0) / 2**20:.1f} MiB" if r.warm else "-",
                      f"{1000 * llg.setup_s:.1f}{'*' if llg.label else ''}" if llg else "refused" if toks[r.tokenizer]["llg"] else "-",
                      f"{1000 * xgr.setup_s:.1f}{'*' if xgr.label else ''}" if xgr else "refused" if toks[r.tokenizer]["xgr"] else "-",
                      f"{r.fill['seconds']:.2f}" if r.fill else "-"))
     t1 = markdown_table(["grammar", "tokenizer", "lexer configs", "store rows (streamlined)", "cold compile s",
-                         "cold peak RSS MiB (before compile)", "cold ru_maxrss MiB", "warm load s", "warm peak RSS MiB (before load)",
+                         "cold peak RSS MiB (before compile)", "cold ru_maxrss MiB", "warm load s (ready to mask)", "warm peak RSS MiB (before load); RSS added by the grammar; its file",
                          "llguidance matcher ms", "xgrammar compile ms", "cache fill s"], rows)
     # 2. per-token mask time
     rows2 = []

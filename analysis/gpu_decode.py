@@ -159,12 +159,11 @@ def run(args) -> int:
 
 
 def _llguidance_run(model, hf, gpath, prompt_ids, batch, args, vocab_size, eos) -> dict | None:
-    """The same loop with llguidance's matchers (its parallel batch fill) and its bitmask applier."""
+    """The same loop with llguidance's matchers (its parallel batch fill), applied like ours."""
     try:
         import llguidance
         import llguidance.hf
         import llguidance.numpy
-        import torch
     except ImportError:
         return None
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .report import markdown_table, write_report
-from .streamlining import MAIN, REPO, Lockstep, _data, _path, _start_of, lockstep, walks
+from .streamlining import MAIN, REPO, _data, _path, _start_of, stdlib_proof, walks
 
 DESCRIPTION = "native core vs the Python reference matcher: identical masks on stdlib Python and walks of every grammar"
 
@@ -29,14 +29,11 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from tokenizers import Tokenizer
-    from tqdm.auto import tqdm
 
     from cad_outlines.engine.compile import compile_grammar
     from cad_outlines.engine.matcher import Matcher
     from cad_outlines.engine.reference_matcher import ReferenceMatcher
     from cad_outlines.engine.vocabulary import Vocabulary
-
-    from .no_false_rejection import python_files
 
     data = _data()
     started = time.perf_counter()
@@ -52,25 +49,8 @@ def run(args) -> int:
         grammar.store  # the reference matcher's Python objects, built before timing
         gc.collect()
         gc.freeze()
-        import lark
-        from lark.indenter import PythonIndenter
-
-        checker = lark.Lark(gpath.read_text(), parser="lalr", lexer="basic", postlex=PythonIndenter(),
-                            start="file_input", import_paths=[str(gpath.parent)])
-        proof, files = Lockstep(), 0
-        bar = tqdm(total=args.proof_tokens, unit="tok", desc="stdlib: reference vs native", mininterval=1.0)
-        for path in python_files(None):
-            if proof.positions >= args.proof_tokens:
-                break
-            try:
-                text = path.read_text(encoding="utf-8")
-                checker.parse(text)
-            except Exception:  # noqa: BLE001 -- files lark rejects are skipped
-                continue
-            ids = tok.encode(text, add_special_tokens=False).ids[: args.proof_tokens - proof.positions + 1]
-            lockstep(grammar, grammar, ids, proof, path.name, bar=bar, factories=factories)
-            files += 1
-        bar.close()
+        proof, files = stdlib_proof(grammar, grammar, tok, gpath, args.proof_tokens, "stdlib: reference vs native",
+                                    factories)
         ok &= proof.equal == proof.positions
         r, n = proof.stats("original"), proof.stats("streamlined")
         sections.append("## stdlib Python x Qwen2.5\n\n" + markdown_table(

@@ -136,6 +136,33 @@ def walks(raw, slim, n_states: int, seed: int = 0, factories=None) -> Lockstep:
     return acc
 
 
+def stdlib_proof(a, b, tok, gpath: Path, n_tokens: int, desc: str, factories=None) -> tuple[Lockstep, int]:
+    """:func:`lockstep` over stdlib Python files that lark's python.lark parses, until
+    `n_tokens` positions; returns the comparison and the number of files used."""
+    import lark
+    from lark.indenter import PythonIndenter
+    from tqdm.auto import tqdm
+
+
+    checker = lark.Lark(gpath.read_text(), parser="lalr", lexer="basic", postlex=PythonIndenter(),
+                        start="file_input", import_paths=[str(gpath.parent)])
+    proof, files = Lockstep(), 0
+    bar = tqdm(total=n_tokens, unit="tok", desc=desc, mininterval=1.0)
+    for path in python_files(None):
+        if proof.positions >= n_tokens:
+            break
+        try:
+            text = path.read_text(encoding="utf-8")
+            checker.parse(text)
+        except Exception:  # noqa: BLE001 -- files lark rejects are skipped
+            continue
+        ids = tok.encode(text, add_special_tokens=False).ids[: n_tokens - proof.positions + 1]
+        lockstep(a, b, ids, proof, path.name, bar=bar, factories=factories)
+        files += 1
+    bar.close()
+    return proof, files
+
+
 def _start_of(path: Path) -> str | None:
     import re
 
@@ -155,7 +182,6 @@ def run(args) -> int:
     from cad_outlines.grammar_report import analyze_grammar
 
     from .engine_bench import GRAMMARS, load_documents
-    from .no_false_rejection import python_files
 
     data = _data()
     started = time.perf_counter()
@@ -218,28 +244,7 @@ def run(args) -> int:
         slim = compile_grammar(gpath, vocab, start="file_input", progress=False)
         gc.collect()
         gc.freeze()
-        import lark
-        from lark.indenter import PythonIndenter
-
-        checker = lark.Lark(gpath.read_text(), parser="lalr", lexer="basic", postlex=PythonIndenter(),
-                            start="file_input", import_paths=[str(gpath.parent)])
-        proof = Lockstep()
-        files = 0
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=args.proof_tokens, unit="tok", desc="proof (stdlib)", mininterval=1.0)
-        for path in python_files(None):
-            if proof.positions >= args.proof_tokens:
-                break
-            try:
-                text = path.read_text(encoding="utf-8")
-                checker.parse(text)
-            except Exception:  # noqa: BLE001 -- files lark rejects are skipped
-                continue
-            ids = tok.encode(text, add_special_tokens=False).ids[: args.proof_tokens - proof.positions + 1]
-            lockstep(raw, slim, ids, proof, path.name, bar=bar)
-            files += 1
-        bar.close()
+        proof, files = stdlib_proof(raw, slim, tok, gpath, args.proof_tokens, "proof (stdlib)")
         proof_files = files
         o, s = proof.stats("original"), proof.stats("streamlined")
         decode_table.append(["python", "qwen2.5", f"{files} stdlib files (the proof run)", proof.positions,

@@ -68,6 +68,7 @@ def test_masks_and_eos_identical_on_walks(grammar):
             assert np.array_equal(a, b), np.flatnonzero(a != b)[:8]
             assert m.is_accepting() == r.is_accepting()
             assert m.is_finished() == r.is_finished()
+            assert sorted((c, tuple(p), a) for c, p, a in m._m.live()) == sorted(r.live)
             states += 1
     assert states > 200
 

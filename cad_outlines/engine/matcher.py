@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .compiled import CompiledGrammar
 
 __all__ = ["Matcher", "InvalidTokenError", "fill_next_token_bitmask_batch", "allocate_token_bitmask",
-           "unpack_bitmask"]
+           "unpack_bitmask", "forced_tokens"]
 
 
 class InvalidTokenError(ValueError):
@@ -151,24 +151,28 @@ class Matcher:
         return bytes(out)
 
     def forced_tokens(self, encode, limit: int = 256, mask: np.ndarray | None = None) -> list[int]:
-        """Tokens to fast-forward: `encode` (text -> token ids, no special tokens) of
-        :meth:`forced_bytes`, without a last token that a longer legal token could
-        replace (so the model keeps its own tokenization at the boundary), and only as
-        far as the matcher accepts them."""
-        data = self.forced_bytes(limit, mask)
-        if not data:
-            return []
-        tokens = list(encode(data.decode("utf-8", errors="strict")))
-        n = self.validate(tokens)
-        tokens = tokens[:n]
-        if tokens:
-            probe = self.fork()
-            probe.advance_many(tokens[:-1])
-            last = self.grammar.token_bytes(tokens[-1])
-            allowed = probe.allowed_mask()
-            if any(allowed[t] for t in self.grammar.tokens_extending(last)):
-                tokens.pop()
-        return tokens
+        """Tokens to fast-forward (see :func:`forced_tokens`)."""
+        return forced_tokens(self, encode, limit, mask)
+
+
+def forced_tokens(matcher, encode, limit: int = 256, mask: np.ndarray | None = None) -> list[int]:
+    """Tokens to fast-forward from `matcher`'s state: `encode` (text -> token ids, no
+    special tokens) of its ``forced_bytes``, without a last token that a longer legal
+    token could replace (so the model keeps its own tokenization at the boundary), and
+    only as far as the matcher accepts them."""
+    data = matcher.forced_bytes(limit, mask)
+    if not data:
+        return []
+    tokens = list(encode(data.decode("utf-8", errors="strict")))
+    tokens = tokens[: matcher.validate(tokens)]
+    if tokens:
+        probe = matcher.fork()
+        probe.advance_many(tokens[:-1])
+        last = matcher.grammar.token_bytes(tokens[-1])
+        allowed = probe.allowed_mask()
+        if any(allowed[t] for t in matcher.grammar.tokens_extending(last)):
+            tokens.pop()
+    return tokens
 
 
 def fill_next_token_bitmask_batch(matchers: Sequence[Matcher | None], bitmask: np.ndarray,

@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiled import CompiledGrammar
 from .lexer import INDENT_BASE, decode_indent, encode_indent
-from .matcher import InvalidTokenError
+from .matcher import InvalidTokenError, forced_tokens
 from .parser import END, IncrementalParser
 
 __all__ = ["ReferenceMatcher"]
@@ -288,24 +288,8 @@ class ReferenceMatcher:
         return bytes(out)
 
     def forced_tokens(self, encode, limit: int = 256, mask: np.ndarray | None = None) -> list[int]:
-        """Tokens to fast-forward: `encode` (text -> token ids, no special tokens) of
-        :meth:`forced_bytes`, without a last token that a longer legal token could
-        replace (so the model keeps its own tokenization at the boundary), and only as
-        far as the matcher accepts them."""
-        data = self.forced_bytes(limit, mask)
-        if not data:
-            return []
-        tokens = list(encode(data.decode("utf-8", errors="strict")))
-        n = self.validate(tokens)
-        tokens = tokens[:n]
-        if tokens:
-            probe = self.fork()
-            probe.advance_many(tokens[:-1])
-            last = self.grammar.token_bytes(tokens[-1])
-            mask = probe.allowed_mask()
-            if any(mask[t] for t in self.grammar.tokens_extending(last)):
-                tokens.pop()
-        return tokens
+        """Tokens to fast-forward (see :func:`~cad_outlines.engine.matcher.forced_tokens`)."""
+        return forced_tokens(self, encode, limit, mask)
 
     @property
     def consumed(self) -> int:

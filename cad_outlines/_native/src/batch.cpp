@@ -28,6 +28,8 @@ public:
     }
     size_t size() const { return workers_.size() + 1; }
 
+    // The caller works too and returns as soon as every item is done: a worker that has
+    // not woken up by then is not waited for (it finds the job closed and goes back to sleep).
     void run(size_t n, const std::function<void(size_t)>& fn) {
         std::lock_guard<std::mutex> one_batch_at_a_time(run_mu_);
         {
@@ -35,14 +37,16 @@ public:
             fn_ = &fn;
             n_ = n;
             next_.store(0);
-            active_ = workers_.size();
+            done_.store(0);
             error_ = nullptr;
+            open_ = true;
             ++generation_;
         }
         cv_.notify_all();
         work();
         std::unique_lock<std::mutex> lk(mu_);
-        done_cv_.wait(lk, [this] { return active_ == 0; });
+        done_cv_.wait(lk, [this] { return done_.load() == n_ && active_ == 0; });
+        open_ = false;
         fn_ = nullptr;
         if (error_) std::rethrow_exception(error_);
     }
@@ -58,6 +62,10 @@ private:
                 std::lock_guard<std::mutex> lk(mu_);
                 if (!error_) error_ = std::current_exception();
             }
+            if (done_.fetch_add(1) + 1 == n_) {
+                std::lock_guard<std::mutex> lk(mu_);
+                done_cv_.notify_all();
+            }
         }
     }
     void loop() {
@@ -68,11 +76,14 @@ private:
                 cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
                 if (stop_) return;
                 seen = generation_;
+                if (!open_) continue;  // that batch is already finished
+                ++active_;
             }
             work();
             {
                 std::lock_guard<std::mutex> lk(mu_);
-                if (--active_ == 0) done_cv_.notify_all();
+                --active_;
+                done_cv_.notify_all();
             }
         }
     }
@@ -80,10 +91,10 @@ private:
     std::mutex mu_, run_mu_;
     std::condition_variable cv_, done_cv_;
     const std::function<void(size_t)>* fn_ = nullptr;
-    std::atomic<size_t> next_{0};
+    std::atomic<size_t> next_{0}, done_{0};
     size_t n_ = 0, active_ = 0;
     uint64_t generation_ = 0;
-    bool stop_ = false;
+    bool stop_ = false, open_ = false;
     std::exception_ptr error_;
 };
 

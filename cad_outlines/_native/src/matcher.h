@@ -54,6 +54,7 @@ public:
     bool is_finished() const { return st_.finished; }
     size_t consumed() const { return history_.size(); }
     int64_t parser_checks = 0;
+    const MState& state() const { return st_; }
     const Grammar& grammar() const { return g_; }
 
 private:

@@ -2,6 +2,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
@@ -127,6 +128,11 @@ NB_MODULE(_core, m) {
         .def("is_finished", &Matcher::is_finished)
         .def_prop_ro("consumed", &Matcher::consumed)
         .def_rw("parser_checks", &Matcher::parser_checks)
+        .def("live", [](const Matcher& self) {
+                 std::vector<std::tuple<int32_t, std::vector<int32_t>, int32_t>> out;
+                 for (const Live& lv : self.state().live) out.emplace_back(lv.cfg, lv.pending, lv.acc);
+                 return out;
+             }, "The live lexer configurations: (store config, labels beyond the committed parser, indentation).")
         .def("copy", [](const Matcher& self) { return new Matcher(self); }, nb::rv_policy::take_ownership);
 
     m.def("fill_batch", [](std::vector<Matcher*> matchers, Words out, std::vector<int64_t> rows) {

@@ -143,6 +143,7 @@ def stdlib_proof(a, b, tok, gpath: Path, n_tokens: int, desc: str, factories=Non
     from lark.indenter import PythonIndenter
     from tqdm.auto import tqdm
 
+    from .no_false_rejection import python_files
 
     checker = lark.Lark(gpath.read_text(), parser="lalr", lexer="basic", postlex=PythonIndenter(),
                         start="file_input", import_paths=[str(gpath.parent)])

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import lark
 
+from ..grammars import grammar_source
 from .compiled import CompiledGrammar
+from .grammar_checks import check_language, missing_start_error
 from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
 from .lexer_index import TokenBytes
@@ -31,15 +33,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CAD_OUTLINES_CACHE") or Path.home() / ".cache" / "cad_outlines")
 
 
-def _read_grammar(grammar: str | Path) -> tuple[str, list[str]]:
-    """(text, import paths): a path (str ending in .lark or Path) is read and its folder
-    is added to the import paths; anything else is grammar text."""
-    if isinstance(grammar, Path) or (isinstance(grammar, str) and grammar.endswith(".lark") and "\n" not in grammar):
-        path = Path(grammar)
-        return path.read_text(encoding="utf-8"), [str(path.resolve().parent)]
-    return str(grammar), []
-
-
 def _postlexer(text: str, postlex):
     if postlex == "auto":
         declares = "%declare" in text and "_INDENT" in text and "_DEDENT" in text
@@ -52,15 +45,26 @@ def _postlexer(text: str, postlex):
 
 
 def load_lark(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> lark.Lark:
-    """The grammar loaded by lark itself (LALR, basic lexer), `%import`s resolved."""
-    text, paths = _read_grammar(grammar)
-    options = dict(parser="lalr", lexer="basic", import_paths=[*paths, *map(str, import_paths)])
+    """The grammar loaded by lark itself (LALR, basic lexer), `%import`s resolved.
+    `grammar`: a shipped grammar's name, a .lark file or grammar text
+    (:func:`~cad_outlines.grammars.grammar_source`); `start` defaults to the rule the
+    grammar names, else lark's ``start``; a missing start rule raises
+    :class:`GrammarCompileError` listing the rules that could start."""
+    src = grammar_source(grammar)
+    text, start = src.text, start or src.start
+    options = dict(parser="lalr", lexer="basic", import_paths=[*src.import_paths, *map(str, import_paths)])
     if start:
         options["start"] = start
     pl = _postlexer(text, postlex)
     if pl is not None:
         options["postlex"] = pl
-    return lark.Lark(text, **options)
+    try:
+        return lark.Lark(text, **options)
+    except lark.exceptions.GrammarError as e:
+        error = missing_start_error(text, options["import_paths"], start)
+        if error is None:
+            raise
+        raise error from e
 
 
 def grammar_fingerprint(lk: lark.Lark) -> str:
@@ -85,16 +89,21 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                     streamline: bool = True) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
-    `grammar` is grammar text or a path to a .lark file. The mask store is cached on disk
+    `grammar` is a shipped grammar's name (``"json"``, ``"python"``, ``"sql"``,
+    ``"copy_edit"``), a path to a .lark file, or grammar text; `start` defaults to the
+    grammar's own (``// cad_outlines: start=NAME``), else ``start``. The mask store is cached on disk
     (``cache_dir()`` or the folder given as `cache`), keyed by the grammar's content,
     the vocabulary's content hash and the library version; `cache=False` always builds.
     With `streamline` (the default) the matcher uses the store rewritten by grammar
     analysis (:mod:`.streamline`; same masks, fewer parser questions), cached the same
     way. Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
-    terminal for a construct that cannot be compiled.
+    terminal for a construct that cannot be compiled or never matches, and naming the
+    rule for a missing start rule or an empty language.
     """
     lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
+    start = start or lk.options.start[0]
     spec = lexer_spec_from_lark(lk)
+    check_language(lk, spec, start)
     lexer = Lexer(spec)
     tables = ParseTables(lk, start)
     pl = lk.options.postlex

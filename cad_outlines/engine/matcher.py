@@ -13,6 +13,7 @@ import numpy as np
 from .compiled import CompiledGrammar
 from .lexer import INDENT_BASE, decode_indent, encode_indent
 from .parser import END, IncrementalParser
+from .token_ids import check_token_id
 
 __all__ = ["Matcher", "InvalidTokenError"]
 
@@ -206,7 +207,8 @@ class Matcher:
 
     def advance(self, token: int) -> None:
         """Consume one token; raises :class:`InvalidTokenError` (changing nothing) if it
-        is not legal here."""
+        is not legal here; :class:`ValueError` for an id that is not a token id."""
+        token = check_token_id(token, self.grammar.vocab_size)
         if self.finished:
             raise InvalidTokenError(f"token {token} after EOS")
         got = self._step(self.parser, self.live, token)
@@ -221,6 +223,7 @@ class Matcher:
         parser, live, finished = self.parser, self.live, self.finished
         states = []
         for n, tok in enumerate(tokens):
+            tok = check_token_id(tok, self.grammar.vocab_size)
             got = None if finished else self._step(parser, live, tok)
             if got is None:
                 raise InvalidTokenError(f"token {tok} at index {n} of {len(tokens)} is not allowed")
@@ -233,6 +236,7 @@ class Matcher:
         """How many leading tokens of `tokens` are legal in sequence (no state change)."""
         parser, live, finished = self.parser, self.live, self.finished
         for n, tok in enumerate(tokens):
+            tok = check_token_id(tok, self.grammar.vocab_size)
             got = None if finished else self._step(parser, live, tok)
             if got is None:
                 return n

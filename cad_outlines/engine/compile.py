@@ -168,12 +168,14 @@ def _step_printer():
 def _progress_bar():
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc="mask store", unit="config", total=1, leave=False, mininterval=0.5)
+    # configurations are discovered as the store is built, so no total (and no ETA) is
+    # shown: a growing total made the ETA jump; the postfix says how many are queued
+    bar = tqdm(desc="mask store", unit="config", total=None, leave=False, mininterval=0.5)
     started = time.perf_counter()
 
     def update(done: int, known: int) -> None:
-        bar.total = known
         bar.update(done - bar.n)
+        bar.set_postfix_str(f"{known - done:,} discovered, not built yet", refresh=False)
         if done == known:
             bar.close()
             bar.write(f"mask store: {done} lexer configurations in {time.perf_counter() - started:.1f}s")

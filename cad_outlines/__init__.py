@@ -18,6 +18,7 @@ from .edits import (
 )
 from .engine.compile import compile_grammar
 from .engine.compiled import CompiledGrammar
+from .engine.json_schema import compile_json_schema
 from .engine.matcher import InvalidTokenError, Matcher
 from .engine.terminals import GrammarCompileError
 from .engine.vocabulary import Vocabulary
@@ -32,6 +33,7 @@ __all__ = [
     "Matcher",
     "Vocabulary",
     "compile_grammar",
+    "compile_json_schema",
     "Copy",
     "EditProgram",
     "Gen",

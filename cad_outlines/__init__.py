@@ -8,12 +8,14 @@ from .edits import (
     ProgramSyntaxError,
     SpanError,
     StreamingResolver,
+    extract_program,
     gen_ops,
     iter_resolve,
     number_lines,
     oracle_program,
     parse_program,
     resolve,
+    resolve_text,
     split_lines,
 )
 from .engine.compile import compile_grammar
@@ -50,7 +52,10 @@ __all__ = [
     "oracle_program",
     "parse_program",
     "resolve",
+    "resolve_text",
     "split_lines",
+    "edit_tool",
+    "extract_program",
 ]
 
 _LAZY = {  # importing outlines takes seconds: load these on first use
@@ -58,6 +63,7 @@ _LAZY = {  # importing outlines takes seconds: load these on first use
     "analyze_grammar": "cad_outlines.grammar_report",
     "GrammarReport": "cad_outlines.grammar_report",
     "cfg_generator": "cad_outlines.generators.outlines_processor",
+    "edit_tool": "cad_outlines.generators.agent_tool",
 }
 
 

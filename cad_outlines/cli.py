@@ -31,8 +31,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from .edits import IncompleteProgramError, ProgramSyntaxError, SpanError
     from .engine.matcher import InvalidTokenError
     from .engine.terminals import GrammarCompileError
+    from .generators.copy_decode import ContextLengthError
 
-    return (UserError, OSError, UnicodeDecodeError, GrammarCompileError, lark.exceptions.GrammarError,
+    return (UserError, ContextLengthError, OSError, UnicodeDecodeError, GrammarCompileError, lark.exceptions.GrammarError,
             lark.exceptions.LexError, ProgramSyntaxError, SpanError, IncompleteProgramError, InvalidTokenError)
 
 

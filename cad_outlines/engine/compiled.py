@@ -26,7 +26,7 @@ class RowTrie:
         self.rows: list[tuple[tuple[int, ...], int]] = []
 
 
-@dataclass
+@dataclass(repr=False)
 class CompiledGrammar:
     """Everything a :class:`~cad_outlines.engine.matcher.Matcher` needs; immutable once
     built and shared by all matchers of the grammar."""
@@ -52,6 +52,12 @@ class CompiledGrammar:
         self.first_bytes = np.array([b[0] if b and i not in self.vocab.special_ids else -1
                                      for i, b in enumerate(self.vocab.token_bytes)], dtype=np.int16)
         self._sorted_order = np.zeros(0, dtype=np.int32)
+
+    def __repr__(self) -> str:  # one line: the default dataclass repr printed the whole store (75 KB)
+        return (f"CompiledGrammar(start={self.tables.start!r}, terminals={len(self.label_names)}, "
+                f"lexer_configs={len(self.store.configs)}, vocab={self.vocab_size}, "
+                f"streamlined={self.streamlined}, indenter={self.indenter is not None}, "
+                f"grammar_hash={self.grammar_hash[:12]!r})")
 
     def token_bytes(self, token: int) -> bytes:
         if 0 <= token < self.vocab_size and token not in self.vocab.special_ids:

@@ -17,7 +17,8 @@ Boundaries (the choices this module makes):
 - ``max_new_tokens`` counts sampled tokens; a run cut off returns the partial program
   with ``complete=False``. Nothing is repaired. A run also stops (``stop_reason=
   "context_length"``) where the next forward would pass the model's context
-  (``config.max_position_embeddings``); a prompt that does not fit raises ValueError.
+  (``config.max_position_embeddings``); a prompt that does not fit raises
+  :class:`ContextLengthError`.
 
 Speculative gen bodies (``speculative=k`` > 0, off by default): inside a ``<gen>`` body,
 after a token is chosen, draft tokens are proposed by prompt lookup
@@ -66,6 +67,7 @@ from .kv import append, cache_len, crop_cache, new_cache
 from .spans import SpanConstraint
 
 __all__ = [
+    "ContextLengthError",
     "CopyEditor",
     "EditEvent",
     "EditResult",
@@ -83,6 +85,10 @@ DEFAULT_INSTRUCTIONS = (
     '<copy lines="i-j"/> reuses lines i to j of the document verbatim, <gen>TEXT</gen> writes new text; '
     "end with </program>."
 )
+
+
+class ContextLengthError(ValueError):
+    """The prompt leaves no room in the model's context (``max_position_embeddings``)."""
 
 
 class _ContextFull(Exception):
@@ -346,7 +352,8 @@ class CopyEditor:
 
         With `stop_at_context` (the default) a run stops with ``stop_reason=
         "context_length"`` where the next forward would pass the model's context
-        (:attr:`max_positions`), and a prompt that leaves no room raises ValueError."""
+        (:attr:`max_positions`), and a prompt that leaves no room raises
+        :class:`ContextLengthError` (a ValueError)."""
         import torch
 
         if copy_mode not in ("prefill", "skip"):
@@ -405,7 +412,7 @@ class CopyEditor:
         stats.tokenize_s += time.perf_counter() - t0
         stats.prompt_tokens = len(prompt_ids)
         if limit is not None and len(prompt_ids) >= limit:
-            raise ValueError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it leaves "
+            raise ContextLengthError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it leaves "
                              f"no room in the model's context of {limit} positions")
         cache = new_cache(self.model)
         logits = timed_append(prompt_ids, "prompt")

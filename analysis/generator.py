@@ -156,7 +156,7 @@ def run_cad(editor: CopyEditor, before: str, after: str, program_text: str, inst
     start = time.perf_counter()
     result = editor.execute(before, program_text, instruction, copy_mode=copy_mode, speculative=speculative)
     wall = time.perf_counter() - start
-    if not result.complete or result.text != after or result.program_text != program_text:
+    if not result.complete or result.text != after or result.program_text != "<program>" + program_text.removeprefix("<program>"):
         raise RuntimeError(f"the oracle program did not reproduce the gold text ({copy_mode}, speculative={speculative})")
     s = result.stats
     return Run(wall, s.prompt_s, s.total_forwards - s.forwards["prompt"], s.generated_tokens,

@@ -8,16 +8,19 @@ from .edits import (
     ProgramSyntaxError,
     SpanError,
     StreamingResolver,
+    extract_program,
     gen_ops,
     iter_resolve,
     number_lines,
     oracle_program,
     parse_program,
     resolve,
+    resolve_text,
     split_lines,
 )
 from .engine.compile import compile_grammar
 from .engine.compiled import CompiledGrammar
+from .engine.json_schema import compile_json_schema
 from .engine.matcher import (
     InvalidTokenError,
     Matcher,
@@ -40,6 +43,7 @@ __all__ = [
     "compile_grammar",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "compile_json_schema",
     "fill_next_token_bitmask_batch",
     "unpack_bitmask",
     "Copy",
@@ -58,7 +62,10 @@ __all__ = [
     "oracle_program",
     "parse_program",
     "resolve",
+    "resolve_text",
     "split_lines",
+    "edit_tool",
+    "extract_program",
 ]
 
 _LAZY = {  # importing outlines takes seconds: load these on first use
@@ -67,6 +74,7 @@ _LAZY = {  # importing outlines takes seconds: load these on first use
     "GrammarReport": "cad_outlines.grammar_report",
     "cfg_generator": "cad_outlines.generators.outlines_processor",
     "apply_token_bitmask_inplace": "cad_outlines.generators.logits",
+    "edit_tool": "cad_outlines.generators.agent_tool",
 }
 
 

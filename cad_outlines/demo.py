@@ -4,8 +4,8 @@ For each example: the document with its line numbers, the oracle edit program, i
 resolution (checked against the expected text), the copy ceiling, and the program run
 through the real Copy-as-Decode loop on the embedded model (random weights, teacher-forced
 through the program): forwards and tokens, against one forward per output token for
-rewriting the document. Then one sampled run of the untrained model: a valid (if
-meaningless) program, cut off by its token budget.
+rewriting the document. Then a few sampled runs of the untrained model: valid (if
+meaningless) programs, some closed at once, some cut off by their token budget.
 """
 
 from __future__ import annotations
@@ -53,11 +53,28 @@ def _stats_line(stats) -> str:
             f"{stats.wall_s * 1000:.0f} ms ({stats.model_s * 1000:.0f} in the model, {stats.mask_s * 1000:.0f} masking)")
 
 
+SAMPLED_SEEDS = 4
+
+
+def _program_summary(result) -> str:
+    ops = len(result.program.ops)
+    if not result.complete:
+        return f"cut off ({result.stop_reason}) after {ops} op{'s' * (ops != 1)}"
+    if not ops:
+        return "an empty program (the model closed it at once): it resolves to an empty document"
+    return f"{ops} op{'s' * (ops != 1)}, resolving to {len(result.text)} characters"
+
+
 def run(args) -> int:
     offsets_fn, how = _token_offsets_fn(args.tokenizer)
-    examples = [e for e in load_examples() if not args.example or e.name in args.example]
-    if not examples:
-        raise SystemExit(f"no example named {args.example}")
+    every = load_examples()
+    unknown = [name for name in args.example or () if name not in {e.name for e in every}]
+    if unknown:
+        from .cli import UserError
+
+        raise UserError(f"no example named {', '.join(map(repr, unknown))}; the examples are: "
+                        f"{', '.join(e.name for e in every)}")
+    examples = [e for e in every if not args.example or e.name in args.example]
     editor = None if args.no_model else _editor()
     failures = 0
     for ex in examples:
@@ -85,8 +102,12 @@ def run(args) -> int:
         from .generators.copy_decode import Sampling
 
         ex = examples[0]
-        result = editor.edit(ex.before, ex.instruction, max_new_tokens=40, sampling=Sampling(temperature=1.0, seed=0))
-        print("=== a sampled run of the untrained embedded model (valid program, meaningless content)")
-        print(result.program_text + ("" if result.complete else f"  [cut off: {result.stop_reason}]"))
-        print(f"--- {_stats_line(result.stats)}")
+        print(f"=== sampled runs of the untrained embedded model on {ex.name} (temperature 1, at most 40 sampled "
+              "tokens): valid programs, meaningless content")
+        for seed in range(SAMPLED_SEEDS):
+            result = editor.edit(ex.before, ex.instruction, max_new_tokens=40,
+                                 sampling=Sampling(temperature=1.0, seed=seed))
+            print(f"--- seed {seed}: {_program_summary(result)}")
+            shown = result.program_text if len(result.program_text) <= 90 else result.program_text[:90] + "..."
+            print(f"    {shown!r}")
     return 1 if failures else 0

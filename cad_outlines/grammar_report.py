@@ -10,6 +10,7 @@ it as Markdown, JSON and a PNG.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from .engine.lexer import INDENT_BASE
 from .engine.matcher import Matcher
 from .engine.streamline import one_hop_only, streamline
 from .engine.vocabulary import Vocabulary
+from .grammars import grammar_source
 
 __all__ = ["GrammarReport", "DecodeStats", "analyze_grammar"]
 
@@ -67,7 +69,7 @@ class GrammarReport:
     successors: dict
     steps: list[dict]  # name, rows, seconds, rss_mib
     syncode_rows: int
-    rows_without_indentation: int
+    rows_without_indentation: int | None  # None: the grammar has no indenter
     rows_per_config: dict[str, list[int]]
     analysis_seconds: float
     decode: list[DecodeStats] = field(default_factory=list)
@@ -109,8 +111,10 @@ class GrammarReport:
                          f"{st['seconds']:.2f} | {st['rss_mib']:.0f} |")
         lines.append(f"| (baseline) one-hop successors only, SynCode's pruning | {self.syncode_rows:,} | "
                      f"{first / max(self.syncode_rows, 1):.2f} | | |")
-        lines.append(f"| (diagnostic) streamlined rows with NEWLINE indentation ignored | "
-                     f"{self.rows_without_indentation:,} | {first / max(self.rows_without_indentation, 1):.2f} | | |")
+        if self.rows_without_indentation is not None:
+            lines.append(f"| (diagnostic) streamlined rows with NEWLINE indentation ignored | "
+                         f"{self.rows_without_indentation:,} | {first / max(self.rows_without_indentation, 1):.2f} "
+                         "| | |")
         lines.append("")
         if self.decode:
             lines += [f"## Decoding {self.document}", "",
@@ -126,7 +130,7 @@ class GrammarReport:
         return "\n".join(lines) + "\n"
 
     def plot(self, path: str | Path) -> None:
-        import matplotlib
+        import matplotlib  # a dependency of the package: `cad-outlines analyze` draws this
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -156,8 +160,47 @@ class GrammarReport:
         md, js, png = out / f"{stem}.md", out / f"{stem}.json", out / f"{stem}.png"
         md.write_text(self.to_markdown(), encoding="utf-8")
         js.write_text(self.to_json(), encoding="utf-8")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(f"note: matplotlib is not installed, so {png.name} was not drawn (pip install matplotlib)",
+                  file=sys.stderr)
+            return [md, js]
         self.plot(png)
         return [md, js, png]
+
+
+class _Steps:
+    """A progress bar over the analysis steps (each call starts the next step), with
+    nested bars for the long loops; silent without `progress`."""
+
+    def __init__(self, progress: bool, total: int):
+        self.progress = progress
+        self.bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(desc="analysis", total=total, unit="step", leave=False)
+        self.started = False
+
+    def __call__(self, name: str) -> None:
+        if self.bar is not None:
+            if self.started:
+                self.bar.update(1)
+            self.started = True
+            self.bar.set_postfix_str(name)
+
+    def iter(self, items, desc: str, unit: str):
+        if not self.progress:
+            return items
+        from tqdm.auto import tqdm
+
+        return tqdm(items, desc=desc, unit=unit, leave=False, mininterval=0.5)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.update(self.bar.total - self.bar.n)
+            self.bar.close()
 
 
 def _display(lk, name: str) -> str:
@@ -168,15 +211,20 @@ def _display(lk, name: str) -> str:
     return name
 
 
-def decode_stats(grammar: CompiledGrammar, tokens: list[int], label: str, compare: CompiledGrammar | None = None
-                 ) -> tuple[DecodeStats, tuple[int, int] | None]:
+def decode_stats(grammar: CompiledGrammar, tokens: list[int], label: str, compare: CompiledGrammar | None = None,
+                 progress: bool = False) -> tuple[DecodeStats, tuple[int, int] | None]:
     """Teacher-force `tokens`, timing the bool mask at every position (and the final EOS
     position); with `compare`, also check its masks are identical."""
     m = Matcher(grammar)
     other = Matcher(compare) if compare is not None else None
     times, calls = [], []
     equal = 0
-    for i in range(len(tokens) + 1):
+    positions = range(len(tokens) + 1)
+    if progress:
+        from tqdm.auto import tqdm
+
+        positions = tqdm(positions, desc=f"masks, {label} store", unit="token", leave=False, mininterval=0.5)
+    for i in positions:
         before = m.parser_checks
         t0 = time.perf_counter_ns()
         mask = m.allowed_mask()
@@ -201,22 +249,31 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     ids) also measure decoding with the original and the streamlined store."""
     raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False)
     lk = load_lark(grammar, start=start)
+    step = _Steps(progress, 7 + (document_tokens is not None))
+    step("grammar analysis (never/always legal, LALR game)")
     t0 = time.perf_counter()
     ga = GrammarAnalysis.from_lark(lk, start)
     lr = LRGame(raw.tables)
     analysis_s = time.perf_counter() - t0
     rss: list[float] = []
-    result = streamline(raw.store, raw.lexer, ga, lr=lr, progress=lambda msg: rss.append(_rss_mib())
-                        if msg.endswith("rows") else None)
+
+    def on_streamline_step(msg: str) -> None:
+        if msg.endswith("rows"):
+            rss.append(_rss_mib())
+            step(f"streamlining: {msg}")
+
+    result = streamline(raw.store, raw.lexer, ga, lr=lr, progress=on_streamline_step)
     contexts = result.contexts
+    step("one-hop successor baseline (SynCode's pruning)")
     syncode = one_hop_only(raw.store, raw.lexer, ga, contexts)
     names = raw.label_names
     emitted = [n for i, n in enumerate(names) if i not in raw.lexer.spec.ignored]
     n = len(emitted)
+    step("successor pairs")
     possible = sum(ga.label_follows(a, b) for a in emitted for b in emitted)
     always_dft = always_lr = always_any = 0
     nl = ga.newline
-    for a in emitted:
+    for a in step.iter(emitted, "always-legal pairs", unit="terminal"):
         for b in emitted:
             if nl in (a, b):
                 continue
@@ -233,17 +290,19 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     steps = [dict(name=s.name, rows=s.rows, seconds=s.seconds + (analysis_s if i == 1 else 0.0),
                   rss_mib=(rss[i - 1] if 0 < i <= len(rss) else _rss_mib()))
              for i, s in enumerate(result.steps)]
-    no_indent = set()
-    for q, rows in enumerate(result.store.rows):
-        for e, en, sid in rows:
-            no_indent.add((q, tuple(raw.lexer.spec.indent_label if x >= INDENT_BASE else x for x in e), en))
+    no_indent: set | None = None
+    if raw.indenter is not None:  # the diagnostic only means something with indentation
+        no_indent = set()
+        for q, rows in enumerate(result.store.rows):
+            for e, en, sid in rows:
+                no_indent.add((q, tuple(raw.lexer.spec.indent_label if x >= INDENT_BASE else x for x in e), en))
     report = GrammarReport(
-        grammar=Path(str(grammar)).name if str(grammar).endswith(".lark") else "grammar",
+        grammar=grammar_source(grammar).name,
         tokenizer=tokenizer_name, vocab_size=vocab.size, terminals=len(lk.terminals), lexer_labels=len(names),
         rules=len(ga.source.rules), nonterminals=len(ga.source.nonterminals), factored_rules=len(ga.grammar.rules),
         lexer_configs=len(raw.store.configs), groups=result.groups,
         group_display=[[_display(lk, n) for n in g] for g in result.groups], successors=successors, steps=steps,
-        syncode_rows=syncode, rows_without_indentation=len(no_indent),
+        syncode_rows=syncode, rows_without_indentation=None if no_indent is None else len(no_indent),
         rows_per_config={"original": [len(r) for r in raw.store.rows],
                          "one-hop successors": result.steps[2].rows_per_config,
                          "streamlined": [len(r) for r in result.store.rows]},
@@ -253,9 +312,11 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     report.original = raw
     if document_tokens is not None:
         slim = report.streamlined
-        before, _ = decode_stats(raw, document_tokens, "original")
-        after, same = decode_stats(slim, document_tokens, "streamlined", compare=raw)
+        step(f"decoding the document ({len(document_tokens):,} tokens) with both stores")
+        before, _ = decode_stats(raw, document_tokens, "original", progress=progress)
+        after, same = decode_stats(slim, document_tokens, "streamlined", compare=raw, progress=progress)
         report.decode = [before, after]
         report.identical_masks = same
         report.document = document or "document"
+    step.close()
     return report

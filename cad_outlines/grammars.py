@@ -1,14 +1,25 @@
-"""Where the Lark grammars shipped with the package live.
+"""Where the Lark grammars shipped with the package live, and how a grammar argument
+(a shipped grammar's name, a file, or grammar text) becomes grammar text.
 
 In a wheel they sit in ``cad_outlines/grammars/``; in a source checkout (editable
-install) they are the repository's top-level ``grammars/``.
+install) they are the repository's top-level ``grammars/``. Shipped: ``json``, ``python``
+(lark's python.lark: Indenter, ``file_input`` start), ``sql``, ``copy_edit``; their
+licence notices are in ``grammars/NOTICE.md`` and at the top of each file.
+
+A grammar may name its default start rule in a comment line
+``// cad_outlines: start=NAME`` (lark itself defaults to ``start``).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["grammar_dir", "grammar_path", "load_grammar_text", "available_grammars"]
+__all__ = ["GrammarSource", "available_grammars", "grammar_dir", "grammar_path", "grammar_source",
+           "load_grammar_text"]
+
+_START = re.compile(r"^//\s*cad_outlines:\s*start\s*=\s*(\w+)\s*$", re.MULTILINE)
 
 
 def grammar_dir() -> Path:
@@ -26,10 +37,63 @@ def available_grammars() -> list[str]:
 def grammar_path(name: str) -> Path:
     """Path of a shipped grammar by name (``"copy_edit"``) or file name."""
     path = grammar_dir() / (name if name.endswith(".lark") else name + ".lark")
-    if not path.is_file():
+    if not _is_file(path):
         raise FileNotFoundError(f"no shipped grammar {name!r}; available: {', '.join(available_grammars())}")
     return path
 
 
 def load_grammar_text(name: str) -> str:
     return grammar_path(name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class GrammarSource:
+    """Grammar text and where lark looks for its ``%import``s."""
+
+    text: str
+    import_paths: tuple[str, ...]
+    name: str  # the file name, or "grammar" for text
+    start: str | None  # the default start rule the grammar names (``// cad_outlines: start=NAME``)
+
+
+def _shipped(name: str) -> Path | None:
+    if "/" in name or "\\" in name:
+        return None
+    try:
+        return grammar_path(name)
+    except FileNotFoundError:
+        return None
+
+
+def grammar_source(grammar: str | Path) -> GrammarSource:
+    """Resolve a grammar argument. A :class:`Path`, or a one-line str naming an existing
+    file, is read (its folder searched first for ``%import``s); a one-line str that is a
+    shipped grammar's name (``"python"``, ``"json.lark"``) is that grammar; a one-line str
+    ending in ``.lark`` or holding a path separator that is neither raises
+    :class:`FileNotFoundError` listing the shipped grammars; anything else is grammar text."""
+    if isinstance(grammar, Path) or (isinstance(grammar, str) and "\n" not in grammar
+                                     and (grammar.endswith(".lark") or _is_file(grammar)
+                                          or _shipped(grammar) is not None)):
+        path = Path(grammar)
+        if not path.is_file():
+            shipped = _shipped(str(grammar)) if isinstance(grammar, str) else None
+            if shipped is None:
+                raise FileNotFoundError(f"grammar file {str(grammar)!r} not found; grammars shipped by name: "
+                                        f"{', '.join(available_grammars())}")
+            path = shipped
+        text = path.read_text(encoding="utf-8")
+        return GrammarSource(text, (str(path.resolve().parent),), path.name, _declared_start(text))
+    text = str(grammar)
+    return GrammarSource(text, (), "grammar", _declared_start(text))
+
+
+def _is_file(name: str | Path) -> bool:
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):  # e.g. a name too long for the file system
+        return False
+
+
+def _declared_start(text: str) -> str | None:
+    m = _START.search(text)
+    return m.group(1) if m else None

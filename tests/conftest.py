@@ -1,23 +1,42 @@
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.fixture_data import SKIP_REASON, SMALL, require_shared, shared_data
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def shared_data() -> Path | None:
-    env = os.environ.get("CAD_OUTLINES_DATA")
-    path = Path(env) if env else REPO.parent / "shared" / "data"
-    return path if path.is_dir() else None
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    path = shared_data()
-    if path is None:
-        pytest.skip("../shared/data not available")
-    return path
+    """The shared data folder (tests using it are skipped without it)."""
+    return require_shared()
+
+
+@pytest.fixture(scope="session")
+def small_data() -> Path:
+    """tests/data: the vendored fixtures, same layout as the shared data (always there)."""
+    return SMALL
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.shared_data`` tests are skipped when the shared data is missing."""
+    if shared_data() is None:
+        skip = pytest.mark.skip(reason=SKIP_REASON)
+        for item in items:
+            if item.get_closest_marker("shared_data"):
+                item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """One line for every test skipped for want of the shared data: how many, and how to run them."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if SKIP_REASON in str(r.longrepr)]
+    if skipped:
+        where = REPO.parent / "shared" / "data"
+        terminalreporter.write_line(
+            f"{len(skipped)} tests skipped: they need the shared data folder (real tokenizers, edit corpora), "
+            f"not found at {where}; to run them, put it there or set CAD_OUTLINES_DATA=/path/to/data and run the "
+            "same command", yellow=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -36,11 +55,11 @@ def _one_torch_thread():
 
 
 @pytest.fixture(scope="session")
-def tiny(data_dir):
-    """The real tiny model of the shared data (stories260K, SentencePiece vocabulary)."""
+def tiny(small_data):
+    """The real tiny model (stories260K, SentencePiece vocabulary), vendored in tests/data."""
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    path = data_dir / "models/stories260K_hf"
+    path = small_data / "models/stories260K_hf"
     return AutoModelForCausalLM.from_pretrained(path).eval(), PreTrainedTokenizerFast.from_pretrained(path)
 
 

@@ -10,7 +10,7 @@ def test_demo_runs_offline_and_resolves_every_example(capsys):
     assert out.count("--- oracle program") == len(load_examples())
     assert "MISMATCH" not in out and "copy ceiling" in out
     assert out.count("--- decode loop") == len(load_examples())
-    assert "a sampled run of the untrained embedded model" in out
+    assert "sampled runs of the untrained embedded model" in out and out.count("--- seed ") == 4
 
 
 def test_roundtrip_study_on_any_jsonl(tmp_path, capsys):
@@ -26,12 +26,12 @@ def test_roundtrip_study_on_any_jsonl(tmp_path, capsys):
     assert "| c | 2 | 2 | 100.00% |" in report
 
 
-def test_analyze_writes_the_report(data_dir, tmp_path, capsys, monkeypatch):
+def test_analyze_writes_the_report(small_data, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path / "cache"))
     doc = tmp_path / "doc.json"
     doc.write_text('{"a": [1, true, null], "b": {"c": "d"}}')
-    code = main(["analyze", str(data_dir / "grammars" / "outlines" / "json.lark"), "--tokenizer",
-                 str(data_dir / "tokenizers" / "gpt2"), "--document", str(doc), "--out", str(tmp_path)])
+    code = main(["analyze", str(small_data / "grammars" / "outlines" / "json.lark"), "--tokenizer",
+                 str(small_data / "tokenizers" / "gpt2"), "--document", str(doc), "--out", str(tmp_path)])
     assert code == 0
     md = (tmp_path / "json.analysis.md").read_text()
     assert "## Mask-store rows after each step" in md and "Identical masks at" in md

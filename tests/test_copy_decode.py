@@ -94,7 +94,10 @@ def test_scripted_program_completes_with_copies_and_fast_forward(tiny, editor):
     events = list(ed.stream(DOC, "", prompt=prompt, copy_mode="skip", max_new_tokens=200))
     result = events[-1].result
     assert result.complete and result.stop_reason == "end"
-    assert result.program_text == script
+    assert result.program_text == "<program>" + script  # with its header: parse_program reads it whole
+    assert [e.kind for e in events if e.op] == ["copy" if isinstance(op, Copy) else "gen" for op in result.program.ops]
+    assert all(e.kind == "gen_text" and e.op is None for e in events if e.text and not e.op)
+    assert events[-1].kind == "end"
     assert result.text == DOC.replace("a dog", "a bird")
     assert "".join(e.text for e in events) == result.text  # streamed text = the new document
     assert [e.op for e in events if e.op] == list(result.program.ops)
@@ -155,14 +158,14 @@ def test_oracle_execution_of_every_humanevalfix_python_case(editor, data_dir):
     assert len(rows) == 164
 
 
-def test_edit_command_reports_a_cut_off_run(data_dir, tmp_path, capsys):
+def test_edit_command_reports_a_cut_off_run(small_data, tmp_path, capsys):
     from cad_outlines.cli import main
 
     doc = tmp_path / "doc.txt"
     doc.write_text(DOC)
     out = tmp_path / "new.txt"
-    code = main(["edit", str(doc), "--instruction", "x", "--model", str(data_dir / "models/stories260K_hf"),
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(small_data / "models/stories260K_hf"),
                  "--max-new-tokens", "5", "--output", str(out)])
     captured = capsys.readouterr()
-    assert code == 1 and "INCOMPLETE: max_new_tokens" in captured.err and not out.exists()
+    assert code == 1 and "INCOMPLETE: --max-new-tokens 5 reached" in captured.err and not out.exists()
     assert "<program>" in captured.out

@@ -233,12 +233,13 @@ def test_trie_walk_equals_rowwise_check(vocab, json_grammar):
             ref.advance(tok)
 
 
-def test_python_indentation_masks(data_dir, vocab, tmp_path_factory):
+def test_python_indentation_masks(vocab, tmp_path_factory):
     """python.lark with its Indenter on the toy vocabulary: teacher-forced code with
     blocks, dedents and brackets is allowed token by token, and the trie walk equals
-    the row-by-row check at every step."""
-    cg = compile_grammar(data_dir / "grammars/lark/python.lark", vocab, start="file_input",
-                         cache=tmp_path_factory.mktemp("py"), progress=False)
+    the row-by-row check at every step. The shipped grammar by name: its Indenter and
+    its ``file_input`` start come with it."""
+    cg = compile_grammar("python", vocab, cache=tmp_path_factory.mktemp("py"), progress=False)
+    assert cg.tables.start == "file_input" and cg.indenter is not None
     text = b"def f(x):\n    if x:\n        return (x,\n  1)\n    return x\n\n\nclass A:\n    pass\n"
     m, ref = Matcher(cg), ReferenceMatcher(cg)
     for tok in encode(vocab, text):

@@ -17,8 +17,8 @@ def _has(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def test_inline_imports_matches_lark(data_dir):
-    path = data_dir / "grammars" / "outlines" / "json.lark"
+def test_inline_imports_matches_lark(small_data):
+    path = small_data / "grammars" / "outlines" / "json.lark"
     text = path.read_text(encoding="utf-8")
     inlined, notes, local = engine_bench.inline_imports(text, [path.parent])
     assert not any(ln.startswith("%import") for ln in inlined.splitlines()) and local and notes

@@ -90,8 +90,8 @@ def check_sentences(ck: LegalityChecker, sentences, rng) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SENTENCES))
-def test_checker_on_sentences_and_mutations(name, data_dir):
-    check_sentences(checker_for(name, data_dir), SENTENCES[name], random.Random(name))
+def test_checker_on_sentences_and_mutations(name, small_data):
+    check_sentences(checker_for(name, small_data), SENTENCES[name], random.Random(name))
 
 
 def test_checker_copy_edit():
@@ -118,9 +118,9 @@ def _lark_prefix_ok(ck: LegalityChecker, text: str) -> bool:
 
 
 @pytest.mark.parametrize("name,maxlen", [("syncode/tiny", 4), ("syncode/calc", 2), ("outlines/json", 2)])
-def test_checker_against_bounded_completion_search(name, maxlen, data_dir):
+def test_checker_against_bounded_completion_search(name, maxlen, small_data):
     """If lark completes P + u (|u| <= maxlen) to a lexable, parser-accepted prefix, P is legal."""
-    ck = checker_for(name, data_dir)
+    ck = checker_for(name, small_data)
     rng = random.Random(1)
     alphabet = sorted(set(ck._rep))
     prefixes = set()
@@ -170,10 +170,10 @@ def test_checker_follows_re_first_match(grammar):
     assert not ck.inconsistencies, ck.inconsistencies[:3]
 
 
-def test_checker_utf8_tails(data_dir):
-    ck = checker_for("outlines/json", data_dir)
-    exhaustive = LegalityChecker(_grammar("outlines/json", data_dir)[0],
-                                 import_paths=_grammar("outlines/json", data_dir)[1], exhaustive_utf8=True)
+def test_checker_utf8_tails(small_data):
+    ck = checker_for("outlines/json", small_data)
+    exhaustive = LegalityChecker(_grammar("outlines/json", small_data)[0],
+                                 import_paths=_grammar("outlines/json", small_data)[1], exhaustive_utf8=True)
     assert ck.is_legal_prefix(b'["\xc3')  # inside a string: any completion
     assert not ck.is_legal_prefix(b"[\xc3")  # outside: none
     assert not ck.is_legal_prefix(b'["\xc3\x28')  # invalid UTF-8
@@ -185,9 +185,9 @@ def test_checker_utf8_tails(data_dir):
                 assert ck.is_legal_prefix(b[:i] + tail) == exhaustive.is_legal_prefix(b[:i] + tail), b[:i] + tail
 
 
-def test_checker_case_folding_follows_python_re(data_dir):
+def test_checker_case_folding_follows_python_re(small_data):
     """lark's re matches (?i:SELECT) on U+017F LONG S; the checker follows lark."""
-    ck = checker_for("syncode/sql", data_dir)
+    ck = checker_for("syncode/sql", small_data)
     assert ck.is_sentence("\u017felect a from b".encode())
     assert ck.is_legal_prefix(b"\xc5")  # first byte of U+017F
     assert ck.is_legal_prefix("\u017fel".encode())
@@ -244,12 +244,12 @@ class C(object):
 '''
 
 
-def test_checker_python(data_dir):
+def test_checker_python(small_data):
     """python.lark: strings with lookbehind and lazy quantifiers, DEC_NUMBER's negative lookahead and
     NAME's Unicode \\w go through the Pike VM; the indentation through lark's PythonIndenter."""
     from lark.indenter import PythonIndenter
 
-    text = (data_dir / "grammars" / "lark" / "python.lark").read_text(encoding="utf-8")
+    text = (small_data / "grammars" / "lark" / "python.lark").read_text(encoding="utf-8")
     ck = LegalityChecker(text, start="file_input", postlex=PythonIndenter())
     check_sentences(ck, [PYTHON_SOURCE, "\u00e9 = 1\n", "x = 0\n"], random.Random(5))
     cases = {"x = 01": True, "x = 01 ": False, 'x = "abc\n': False, "x = \'\'\'abc\n": True,
@@ -264,9 +264,9 @@ def test_checker_python(data_dir):
 
 
 @pytest.mark.parametrize("name", ["outlines/json", "copy_edit"])
-def test_checker_automata_agree(name, data_dir):
+def test_checker_automata_agree(name, small_data):
     """interegular's longest-match DFAs and the Pike VM give the same answers on these grammars."""
-    text, imports = _grammar(name, data_dir)
+    text, imports = _grammar(name, small_data)
     a = LegalityChecker(text, import_paths=imports, automata="interegular")
     b = LegalityChecker(text, import_paths=imports, automata="pike")
     rng = random.Random(9)
@@ -284,11 +284,11 @@ PAIRS = [("syncode/tiny", "gpt2"), ("outlines/json", "gpt2"), ("copy_edit", "gpt
 
 
 @pytest.mark.parametrize("grammar,tokenizer", PAIRS)
-def test_engine_masks_match_checker(grammar, tokenizer, data_dir):
+def test_engine_masks_match_checker(grammar, tokenizer, small_data):
     pytest.importorskip("cad_outlines.engine.compile")
     from analysis.exactness import run_pair
 
-    r = run_pair(grammar, tokenizer, data_dir, walks=4, max_steps=16, max_states=40, seed=0,
+    r = run_pair(grammar, tokenizer, small_data, walks=4, max_steps=16, max_states=40, seed=0,
                  n_allowed=120, n_disallowed=120, first_byte_cap=120)
     assert r.states > 0 and r.compared > 0
     assert r.inconsistencies == 0

@@ -159,8 +159,8 @@ def test_interchangeable_groups():
         [sorted([names["+"], names["-"]]), sorted([names["*"], names["/"]])])
 
 
-def test_python_interchangeable_groups_are_the_blogs(data_dir):
-    lk = load_lark(data_dir / "grammars" / "lark" / "python.lark", start="file_input")
+def test_python_interchangeable_groups_are_the_blogs(small_data):
+    lk = load_lark(small_data / "grammars" / "lark" / "python.lark", start="file_input")
     ga = GrammarAnalysis.from_lark(lk, "file_input")
     pl = lk.options.postlex
     groups = ga.interchangeable_groups(exclude=[pl.NL_type, *pl.OPEN_PAREN_types, *pl.CLOSE_PAREN_types])

@@ -1,4 +1,4 @@
-"""Outlines integration with the real tiny model in ../shared/data/models."""
+"""Outlines integration with the real tiny model (stories260K, vendored in tests/data)."""
 
 import lark
 import pytest
@@ -15,11 +15,11 @@ object: "a ball" | "a tree" | "the sun" | "a big box"
 
 
 @pytest.fixture(scope="module")
-def outlines_model(data_dir):
+def outlines_model(small_data):
     import outlines
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    path = data_dir / "models/stories260K_hf"
+    path = small_data / "models/stories260K_hf"
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
     return outlines.from_transformers(model, tokenizer)

@@ -77,8 +77,8 @@ def test_consume_is_atomic_and_fork_is_independent():
 
 
 @pytest.fixture(scope="module")
-def python_parser(data_dir):
-    src = (data_dir / "grammars/lark/python.lark").read_text()
+def python_parser(small_data):
+    src = (small_data / "grammars/lark/python.lark").read_text()
     lk = lark.Lark(src, parser="lalr", lexer="basic", start="file_input")
     full = lark.Lark(src, parser="lalr", lexer="basic", postlex=PythonIndenter(), start="file_input")
     return lk, full, ParseTables(lk), IndentTracker.from_postlex(PythonIndenter())

@@ -13,6 +13,7 @@ from cad_outlines.engine.reference_matcher import ReferenceMatcher
 from cad_outlines.engine.streamline import STEPS, config_contexts, one_hop_only, streamline
 from cad_outlines.engine.vocabulary import Vocabulary
 from cad_outlines.grammar_report import analyze_grammar
+from tests.fixture_data import require_shared
 from tests.test_engine import JSON, ToyVocab
 
 PY = r"""
@@ -69,13 +70,14 @@ def test_toy_vocabulary_masks_identical(text, start):
     assert compare_walks(raw, slim, 1500) > 0
 
 
-def test_copy_edit_and_json_with_real_tokenizers(data_dir):
-    for name in ("gpt2", "qwen2.5"):
-        vocab = Vocabulary.from_tokenizer(data_dir / "tokenizers" / name)
-        for grammar in (grammar_path("copy_edit"), data_dir / "grammars" / "outlines" / "json.lark"):
-            raw, slim = both(grammar, vocab)
-            assert slim.store.n_rows * 2 < raw.store.n_rows
-            compare_walks(raw, slim, 400)
+@pytest.mark.parametrize("name", ["gpt2", pytest.param("qwen2.5", marks=pytest.mark.shared_data)])
+def test_copy_edit_and_json_with_real_tokenizers(name, small_data):
+    data = small_data if name == "gpt2" else require_shared()
+    vocab = Vocabulary.from_tokenizer(data / "tokenizers" / name)
+    for grammar in (grammar_path("copy_edit"), small_data / "grammars" / "outlines" / "json.lark"):
+        raw, slim = both(grammar, vocab)
+        assert slim.store.n_rows * 2 < raw.store.n_rows
+        compare_walks(raw, slim, 400)
 
 
 def test_steps_only_shrink_and_beat_one_hop_pruning():
@@ -118,14 +120,14 @@ def test_contexts_hold_the_label_before_each_lexeme(text):
             m.advance(int(rng.choice(allowed)))
 
 
-def test_analyze_report_round_trip(data_dir, tmp_path):
-    vocab = Vocabulary.from_tokenizer(data_dir / "tokenizers" / "gpt2")
+def test_analyze_report_round_trip(small_data, tmp_path):
+    vocab = Vocabulary.from_tokenizer(small_data / "tokenizers" / "gpt2")
     text = '{"a": [1, 2, {"b": null}], "c": "d"}'
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(data_dir / "tokenizers" / "gpt2" / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(small_data / "tokenizers" / "gpt2" / "tokenizer.json"))
     ids = tok.encode(text, add_special_tokens=False).ids
-    report = analyze_grammar(data_dir / "grammars" / "outlines" / "json.lark", vocab, document="doc.json",
+    report = analyze_grammar(small_data / "grammars" / "outlines" / "json.lark", vocab, document="doc.json",
                              document_tokens=ids, tokenizer_name="gpt2", cache=tmp_path, progress=False)
     assert report.identical_masks == (len(ids) + 1, len(ids) + 1)
     original, streamlined = report.decode

@@ -31,6 +31,7 @@ from cad_outlines.engine.terminals import (
     lexer_spec_from_lark,
     load_grammar,
 )
+from tests.fixture_data import SMALL
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -39,16 +40,10 @@ from hypothesis import strategies as st  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _data() -> Path | None:
-    env = os.environ.get("CAD_OUTLINES_DATA")
-    path = Path(env) if env else REPO.parent / "shared" / "data"
-    return path if path.is_dir() else None
-
-
-DATA = _data()
-GRAMMARS = DATA / "grammars" if DATA else None
-SAMPLES = GRAMMARS / "outlines/historical/cfg_samples" if DATA else None
-needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data not available")
+DATA = SMALL  # the grammars and samples are vendored in tests/data (copies of the shared data's)
+GRAMMARS = DATA / "grammars"
+SAMPLES = GRAMMARS / "outlines/historical/cfg_samples"
+needs_data = pytest.mark.skipif(not GRAMMARS.is_dir(), reason="tests/data/grammars not found")
 
 # ---------------------------------------------------------------------------------------
 # regex_to_dfa vs re
@@ -86,8 +81,6 @@ def _grammar_regexes() -> list[tuple[str, int]]:
     """Every regex terminal of the shipped grammars (as lark compiles it, flags included)."""
     out: dict[tuple[str, int], None] = {}
     keywords = 0
-    if DATA is None:
-        return []
     for path in sorted(GRAMMARS.rglob("*.lark")) + [REPO / "grammars/copy_edit.lark"]:
         if path.name == "bash.lark":
             continue  # lark rejects it (recursive terminal), slowly
@@ -418,8 +411,6 @@ PY_SNIPPETS = [
 
 @pytest.fixture(scope="module")
 def python_lark():
-    if DATA is None:
-        pytest.skip("../shared/data not available")
     return _grammar("lark/python.lark", "file_input")
 
 
@@ -492,8 +483,6 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--grammar", default="lark/python.lark")
     args = ap.parse_args(argv)
-    if DATA is None:
-        sys.exit("../shared/data not available")
     lk = load_grammar(GRAMMARS / args.grammar, start="file_input")
     t = time.perf_counter()
     ts = compile_terminals(lk)

@@ -1,4 +1,5 @@
-"""Vocabulary: exact token bytes, special/EOS ids and content hash for real tokenizers in ../shared/data."""
+"""Vocabulary: exact token bytes, special/EOS ids and content hash for real tokenizers (GPT-2 and
+stories260K vendored in tests/data; the others in the shared data folder)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,9 @@ import pytest
 
 from cad_outlines.engine.vocabulary import Vocabulary
 
+from tests.fixture_data import SMALL, require_shared
+
 REPO = Path(__file__).resolve().parent.parent
-_env = os.environ.get("CAD_OUTLINES_DATA")
-DATA: Path | None = Path(_env) if _env else REPO.parent / "shared" / "data"
-if not DATA.is_dir():
-    DATA = None
-pytestmark = pytest.mark.skipif(DATA is None, reason="../shared/data not available")
 
 SOURCES = {
     "qwen2.5": "tokenizers/qwen2.5",
@@ -36,9 +34,11 @@ SENTENCEPIECE = {"phi3_mini", "llama2_sentencepiece", "stories260K"}
 NAMES = list(SOURCES)
 
 
+VENDORED = {"gpt2", "stories260K"}  # in tests/data; the others need the shared data folder
+
+
 def _path(name: str) -> Path:
-    assert DATA is not None
-    return DATA / SOURCES[name]
+    return (SMALL if name in VENDORED else require_shared()) / SOURCES[name]
 
 
 @lru_cache(maxsize=None)

@@ -1,5 +1,6 @@
 """Edit programs: the copy/gen language, its resolver and oracle programs."""
 
+from .answers import extract_program, program_from_answer, resolve_text
 from .lines import number_lines, split_lines
 from .oracle import approx_token_count, oracle_program
 from .program import Copy, EditProgram, Gen, ProgramScanner, ProgramSyntaxError, gen_ops, parse_program
@@ -15,11 +16,14 @@ __all__ = [
     "SpanError",
     "StreamingResolver",
     "approx_token_count",
+    "extract_program",
     "gen_ops",
     "iter_resolve",
     "number_lines",
     "oracle_program",
     "parse_program",
+    "program_from_answer",
     "resolve",
+    "resolve_text",
     "split_lines",
 ]

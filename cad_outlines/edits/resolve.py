@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from .lines import split_lines
-from .program import Copy, EditProgram, Gen, Op, ProgramScanner
+from .program import Copy, EditProgram, Gen, Op, ProgramScanner, parse_program
 
 __all__ = ["SpanError", "IncompleteProgramError", "resolve", "resolve_op", "StreamingResolver", "iter_resolve"]
 
@@ -45,9 +45,17 @@ def resolve_op(op: Op, lines: list[str]) -> str:
     return "".join(lines[op.start - 1 : op.end])
 
 
-def resolve(program: EditProgram, document: str, *, partial: bool = False) -> str:
-    """The new document. Raises :class:`SpanError` for a span outside the document and
-    :class:`IncompleteProgramError` for a cut-off program unless `partial` is set."""
+def resolve(program: EditProgram | str, document: str, *, partial: bool = False) -> str:
+    """The new document. `program` is an :class:`EditProgram` or program text (parsed by
+    :func:`~.program.parse_program`, with or without ``<program>``; see
+    :func:`resolve_text` for a model's whole answer). Raises
+    :class:`~.program.ProgramSyntaxError` for malformed text, :class:`SpanError` for a
+    span outside the document and :class:`IncompleteProgramError` for a cut-off program
+    unless `partial` is set."""
+    if isinstance(program, str):
+        program = parse_program(program, partial=partial)
+    elif not isinstance(program, EditProgram):
+        raise TypeError(f"program must be an EditProgram or program text, not {type(program).__name__}")
     lines = split_lines(document)
     text = "".join(resolve_op(op, lines) for op in program.ops)
     if not program.complete and not partial:

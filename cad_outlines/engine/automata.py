@@ -1,6 +1,7 @@
 """Byte-level DFAs for Python regular expressions, with exactly Python's ``re`` semantics.
 
-A pattern is parsed by Python's own parser (``re._parser``, i.e. sre_parse), turned into
+A pattern is parsed by Python's own parser (``re._parser``, i.e. sre_parse, through
+:mod:`._sre_compat`, the one module that touches CPython's regex internals), turned into
 an NFA over code points, determinised over code-point ranges, expanded to UTF-8 bytes and
 minimised. Two semantics are available (:func:`regex_to_dfa`):
 
@@ -36,12 +37,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import _sre
 import numpy as np
-import re._compiler as _sre_compile
-import re._constants as _K
-import re._parser as _sre_parse
-from re._casefix import _EXTRA_CASES
+
+from . import _sre_compat as _sre
+from ._sre_compat import K as _K
 
 __all__ = ["ByteDFA", "UnsupportedRegex", "regex_to_dfa", "minimize_arrays", "longest_prefix", "MAX_CODEPOINT"]
 
@@ -266,7 +265,7 @@ def _literal_set(c: int, ignorecase: bool, ascii_: bool) -> Cset:
     if not _sre.unicode_iscased(c):
         return _cset([(c, c + 1)])
     lo = _sre.unicode_tolower(c)
-    members = np.flatnonzero(np.isin(_lower_table(), (lo, *_EXTRA_CASES.get(lo, ()))))
+    members = np.flatnonzero(np.isin(_lower_table(), (lo, *_sre.EXTRA_CASES.get(lo, ()))))
     return _cset((int(x), int(x) + 1) for x in members)
 
 
@@ -457,7 +456,7 @@ class _NFA:
             return self.add((_SPLIT, tuple(self.seq(alt, flags, nxt, guard) for alt in av[1])))
         if op is _K.SUBPATTERN:
             _group, add_f, del_f, p = av
-            return self.seq(p, _sre_compile._combine_flags(flags, add_f, del_f), nxt, guard)
+            return self.seq(p, _sre.combine_flags(flags, add_f, del_f), nxt, guard)
         if op in (_K.MAX_REPEAT, _K.MIN_REPEAT):
             return self.repeat(av, op is _K.MAX_REPEAT, flags, nxt, guard)
         if op in (_K.ASSERT, _K.ASSERT_NOT):
@@ -535,7 +534,7 @@ def _single_char_set(items, flags: int) -> Cset | None:
     if op in (_K.LITERAL, _K.NOT_LITERAL, _K.ANY, _K.IN):
         return _char_set(op, av, flags)
     if op is _K.SUBPATTERN:
-        return _single_char_set(av[3], _sre_compile._combine_flags(flags, av[1], av[2]))
+        return _single_char_set(av[3], _sre.combine_flags(flags, av[1], av[2]))
     if op is _K.BRANCH:
         acc: Cset = ()
         for alt in av[1]:
@@ -1025,7 +1024,7 @@ def _minimize(trans: np.ndarray, accept: np.ndarray, block: np.ndarray) -> ByteD
 
 @functools.lru_cache(maxsize=4096)
 def _compile(pattern: str, flags: int, semantics: str) -> ByteDFA:
-    parsed = _sre_parse.parse(pattern, flags)
+    parsed = _sre.parse(pattern, flags)
     nfa = _NFA(pattern)
     nfa.locate(parsed)
     match = nfa.add((_MATCH,))

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import lark
 
+from ..grammars import grammar_source
 from .compiled import CompiledGrammar
 from .flat_grammar import FlatFileError, FlatGrammar
+from .grammar_checks import check_language, missing_start_error
 from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
 from .lexer_index import TokenBytes
@@ -25,22 +27,13 @@ from .vocabulary import Vocabulary
 __all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "source_key"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
-FLAT_VERSION = "2"  # bump whenever the flat arrays (flat_grammar.py) change
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
+FLAT_VERSION = "2"  # bump whenever the flat arrays (flat_grammar.py) change
 
 
 def cache_dir() -> Path:
     """``$CAD_OUTLINES_CACHE`` or ``~/.cache/cad_outlines``."""
     return Path(os.environ.get("CAD_OUTLINES_CACHE") or Path.home() / ".cache" / "cad_outlines")
-
-
-def _read_grammar(grammar: str | Path) -> tuple[str, list[str]]:
-    """(text, import paths): a path (str ending in .lark or Path) is read and its folder
-    is added to the import paths; anything else is grammar text."""
-    if isinstance(grammar, Path) or (isinstance(grammar, str) and grammar.endswith(".lark") and "\n" not in grammar):
-        path = Path(grammar)
-        return path.read_text(encoding="utf-8"), [str(path.resolve().parent)]
-    return str(grammar), []
 
 
 def _postlexer(text: str, postlex):
@@ -55,15 +48,26 @@ def _postlexer(text: str, postlex):
 
 
 def load_lark(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> lark.Lark:
-    """The grammar loaded by lark itself (LALR, basic lexer), `%import`s resolved."""
-    text, paths = _read_grammar(grammar)
-    options = dict(parser="lalr", lexer="basic", import_paths=[*paths, *map(str, import_paths)])
+    """The grammar loaded by lark itself (LALR, basic lexer), `%import`s resolved.
+    `grammar`: a shipped grammar's name, a .lark file or grammar text
+    (:func:`~cad_outlines.grammars.grammar_source`); `start` defaults to the rule the
+    grammar names, else lark's ``start``; a missing start rule raises
+    :class:`GrammarCompileError` listing the rules that could start."""
+    src = grammar_source(grammar)
+    text, start = src.text, start or src.start
+    options = dict(parser="lalr", lexer="basic", import_paths=[*src.import_paths, *map(str, import_paths)])
     if start:
         options["start"] = start
     pl = _postlexer(text, postlex)
     if pl is not None:
         options["postlex"] = pl
-    return lark.Lark(text, **options)
+    try:
+        return lark.Lark(text, **options)
+    except lark.exceptions.GrammarError as e:
+        error = missing_start_error(text, options["import_paths"], start)
+        if error is None:
+            raise
+        raise error from e
 
 
 def grammar_fingerprint(lk: lark.Lark) -> str:
@@ -88,10 +92,10 @@ def source_key(grammar: str | Path, vocab: Vocabulary, *, start: str | None = No
     """Cache key of a compiled grammar computed WITHOUT loading it: the grammar text, the
     ``.lark`` files it may import (its folder and `import_paths`), start, postlexer, lark's
     version, the vocabulary's content hash and this library's format versions."""
-    text, paths = _read_grammar(grammar)
+    src = grammar_source(grammar)
     h = hashlib.sha256()
-    h.update(text.encode())
-    for folder in [*paths, *map(str, import_paths)]:
+    h.update(src.text.encode())
+    for folder in [*src.import_paths, *map(str, import_paths)]:
         for f in sorted(Path(folder).glob("*.lark")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     pl = postlex if isinstance(postlex, (str, type(None))) else type(postlex).__qualname__
@@ -105,14 +109,17 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                     streamline: bool = True) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
-    `grammar` is grammar text or a path to a .lark file. The result is cached on disk
+    `grammar` is a shipped grammar's name (``"json"``, ``"python"``, ``"sql"``,
+    ``"copy_edit"``), a path to a .lark file, or grammar text; `start` defaults to the
+    grammar's own (``// cad_outlines: start=NAME``), else ``start``. The result is cached on disk
     (``cache_dir()`` or the folder given as `cache`; `cache=False` always builds) as one
     flat-array file keyed by :func:`source_key`; a warm load memory-maps it without
-    running lark. A cached file that is truncated, corrupt or of another version is
-    rebuilt, never trusted. With `streamline` (the default) the store is the one
-    rewritten by grammar analysis (:mod:`.streamline`; same masks, fewer parser
-    questions). Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError`
-    naming the terminal for a construct that cannot be compiled.
+    running lark. A cached file that is truncated, corrupt, of another version or for
+    another vocabulary is rebuilt, never trusted. With `streamline` (the default) the
+    store is the one rewritten by grammar analysis (:mod:`.streamline`; same masks,
+    fewer parser questions). Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
+    terminal for a construct that cannot be compiled or never matches, and naming the
+    rule for a missing start rule or an empty language.
     """
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
@@ -143,7 +150,9 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
     """The Python objects: lark load, terminal automata, mask store (cached as .npz),
     streamlining."""
     lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
+    start = start or lk.options.start[0]
     spec = lexer_spec_from_lark(lk)
+    check_language(lk, spec, start)
     lexer = Lexer(spec)
     tables = ParseTables(lk, start)
     pl = lk.options.postlex
@@ -207,12 +216,14 @@ def _step_printer():
 def _progress_bar():
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc="mask store", unit="config", total=1, leave=False, mininterval=0.5)
+    # configurations are discovered as the store is built, so no total (and no ETA) is
+    # shown: a growing total made the ETA jump; the postfix says how many are queued
+    bar = tqdm(desc="mask store", unit="config", total=None, leave=False, mininterval=0.5)
     started = time.perf_counter()
 
     def update(done: int, known: int) -> None:
-        bar.total = known
         bar.update(done - bar.n)
+        bar.set_postfix_str(f"{known - done:,} discovered, not built yet", refresh=False)
         if done == known:
             bar.close()
             bar.write(f"mask store: {done} lexer configurations in {time.perf_counter() - started:.1f}s")

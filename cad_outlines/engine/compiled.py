@@ -92,10 +92,11 @@ class CompiledGrammar:
         return np.array([b[0] if b and i not in self.vocab.special_ids else -1
                          for i, b in enumerate(self.vocab.token_bytes)], dtype=np.int16)
 
-    def __repr__(self) -> str:
-        n = self.native.n_configs if self._native is not None else "?"
-        return (f"CompiledGrammar(vocab_size={self.vocab_size}, configs={n}, streamlined={self.streamlined}, "
-                f"hash={self.grammar_hash[:12]})")
+    def __repr__(self) -> str:  # one short line, from the flat arrays (no Python objects are loaded for it)
+        meta = self.flat.meta
+        return (f"CompiledGrammar(start={meta.get('start')!r}, terminals={meta.get('n_labels')}, "
+                f"lexer_configs={meta.get('n_configs')}, vocab={self.vocab_size}, streamlined={self.streamlined}, "
+                f"indenter={bool(meta.get('has_indenter'))}, grammar_hash={self.grammar_hash[:12]!r})")
 
     # -- the native runtime ------------------------------------------------------------
     @property

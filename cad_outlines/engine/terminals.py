@@ -59,13 +59,16 @@ __all__ = [
 
 
 class GrammarCompileError(ValueError):
-    """A terminal that cannot be compiled, naming the terminal, the construct and why."""
+    """A grammar that cannot be compiled or would decode nothing, naming the terminal (or
+    rule, `kind="rule"`) at fault, the construct and why."""
 
-    def __init__(self, terminal: str, message: str, construct: str | None = None, position: int | None = None):
-        self.terminal = terminal
+    def __init__(self, terminal: str, message: str, construct: str | None = None, position: int | None = None,
+                 *, kind: str = "terminal"):
+        self.terminal = terminal  # the terminal's or rule's name
+        self.kind = kind
         self.construct = construct
         self.position = position
-        super().__init__(f"terminal {terminal}: {message}")
+        super().__init__(f"{kind} {terminal}: {message}")
 
 
 class LexError(ValueError):
@@ -362,5 +365,9 @@ def lexer_spec_from_lark(lk: lark.Lark):
     if nl_type is None:
         return LexerSpec(automata, labels, ignored)
     if nl_type not in label_ids:
-        raise GrammarCompileError(nl_type, "the postlexer's NEWLINE terminal is not a lexeme type of the grammar")
+        raise GrammarCompileError(
+            nl_type, f"the grammar is read with an indenter ({type(postlex).__name__}: a grammar that %declares "
+            f"_INDENT _DEDENT gets lark's PythonIndenter unless postlex=None), which finds indentation in "
+            f"{nl_type} lexemes, but the grammar has no terminal {nl_type}; define it (python.lark's: "
+            f"`_NEWLINE: ( /\\r?\\n[\\t ]*/ | COMMENT )+`) or compile with postlex=None")
     return LexerSpec(automata, labels, ignored, indent_label=label_ids[nl_type], tab_len=getattr(postlex, "tab_len", 8))

@@ -15,7 +15,10 @@ Boundaries (the choices this module makes):
 - Line numbers: beyond the grammar, 1 <= i <= j <= n for the document (and with
   ``monotonic`` spans never go backwards).
 - ``max_new_tokens`` counts sampled tokens; a run cut off returns the partial program
-  with ``complete=False``. Nothing is repaired.
+  with ``complete=False``. Nothing is repaired. A run also stops (``stop_reason=
+  "context_length"``) where the next forward would pass the model's context
+  (``config.max_position_embeddings``); a prompt that does not fit raises
+  :class:`ContextLengthError`.
 
 Speculative gen bodies (``speculative=k`` > 0, off by default): inside a ``<gen>`` body,
 after a token is chosen, draft tokens are proposed by prompt lookup
@@ -53,7 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..edits.lines import number_lines, split_lines
-from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, Copy, EditProgram, Op
+from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, Copy, EditProgram, Op, parse_program
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compile import compile_grammar
 from ..engine.compiled import CompiledGrammar
@@ -64,6 +67,7 @@ from .kv import append, cache_len, crop_cache, new_cache
 from .spans import SpanConstraint
 
 __all__ = [
+    "ContextLengthError",
     "CopyEditor",
     "EditEvent",
     "EditResult",
@@ -81,6 +85,14 @@ DEFAULT_INSTRUCTIONS = (
     '<copy lines="i-j"/> reuses lines i to j of the document verbatim, <gen>TEXT</gen> writes new text; '
     "end with </program>."
 )
+
+
+class ContextLengthError(ValueError):
+    """The prompt leaves no room in the model's context (``max_position_embeddings``)."""
+
+
+class _ContextFull(Exception):
+    """The next forward would pass the model's context (``max_position_embeddings``)."""
 
 
 @dataclass(frozen=True)
@@ -121,26 +133,48 @@ class EditResult:
 
     document: str
     program: EditProgram
-    program_text: str
+    program_text: str  # what the model wrote, with its leading <program> (parse_program reads it)
     text: str  # the new document (resolved so far, if the program is incomplete)
     complete: bool
-    stop_reason: str  # "end" (</program>), "max_new_tokens"
+    stop_reason: str  # "end" (</program>), "max_new_tokens", "context_length"
     stats: EditStats
 
     def diff(self, context: int = 3) -> str:
-        """Unified diff from the document to the new text."""
-        return "".join(difflib.unified_diff(split_lines(self.document), split_lines(self.text),
-                                            "before", "after", n=context))
+        """Unified diff from the document to the new text (line endings kept, ``\r\n``
+        included). For an incomplete program, only the document lines up to the last line
+        it copied are compared (the rest was not reached, not deleted), and a last line
+        says so."""
+        before, after = split_lines(self.document), split_lines(self.text)
+        note = ""
+        if not self.complete:
+            reached = max((op.end for op in self.program.ops if isinstance(op, Copy)), default=0)
+            if reached < len(before):
+                note = (f"(incomplete program: document lines {reached + 1}-{len(before)} were not reached "
+                        "and are not in this diff)\n")
+            before = before[:reached]
+        out = []
+        for line in difflib.unified_diff(before, after, "before", "after", n=context):
+            out.append(line)
+            if not line.endswith("\n"):
+                out.append("\n\\ No newline at end of file\n")
+        return "".join(out) + note
 
 
 @dataclass(frozen=True)
 class EditEvent:
-    """One streaming step: `op` when an op completes, `text` the new document text
-    that became known (a copy arrives whole; gen text token by token)."""
+    """One streaming step. `kind` says which:
+
+    - ``"copy"``: a copy op completed: `op` is the :class:`Copy`, `text` the lines it copied;
+    - ``"gen_text"``: new text of the gen op being written, token by token (`op` is None:
+      the op is not finished);
+    - ``"gen"``: a gen op closed: `op` is the whole :class:`Gen` (its text came before);
+    - ``"end"``: the last event: `result` holds the :class:`EditResult`.
+    """
 
     op: Op | None = None
     text: str = ""
     result: EditResult | None = None  # set on the last event
+    kind: str = ""
 
 
 def build_prompt(tokenizer, document: str, instruction: str) -> str:
@@ -253,6 +287,8 @@ class CopyEditor:
             grammar = compile_grammar(grammar_path("copy_edit"), vocab, cache=cache, progress=progress)
         self.grammar = grammar
         self.vocab = grammar.vocab
+        # the model's context: a run stops before passing it (None: not known, no limit)
+        self.max_positions: int | None = getattr(model.config, "max_position_embeddings", None)
         self._token_text = [self._text_of(b) for b in self.vocab.token_bytes]
         self._lt_tokens = np.array([i for i, t in enumerate(self._token_text) if t and "<" in t], dtype=np.int64)
 
@@ -302,7 +338,7 @@ class CopyEditor:
     def stream(self, document: str, instruction: str, *, max_new_tokens: int = 512,
                sampling: Sampling = Sampling(), copy_mode: str = "prefill", monotonic: bool = False,
                prompt: str | None = None, script: str | None = None,
-               speculative: int = 0) -> Iterator[EditEvent]:
+               speculative: int = 0, stop_at_context: bool = True) -> Iterator[EditEvent]:
         """Decode an edit program, yielding ops and new text as they happen; the last
         event carries the :class:`EditResult`.
 
@@ -312,14 +348,22 @@ class CopyEditor:
         cost of an edit can be measured whatever the model's quality.
 
         `speculative` > 0 drafts up to that many tokens at a time inside gen bodies and
-        verifies them in one forward (see the module docstring)."""
+        verifies them in one forward (see the module docstring).
+
+        With `stop_at_context` (the default) a run stops with ``stop_reason=
+        "context_length"`` where the next forward would pass the model's context
+        (:attr:`max_positions`), and a prompt that leaves no room raises
+        :class:`ContextLengthError` (a ValueError)."""
         import torch
 
         if copy_mode not in ("prefill", "skip"):
             raise ValueError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
         if speculative < 0:
             raise ValueError(f"speculative must be >= 0, not {speculative}")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
         started = time.perf_counter()
+        limit = self.max_positions if stop_at_context else None
         stats = EditStats()
         lines = split_lines(document)
         spans = SpanConstraint(len(lines), monotonic)
@@ -341,8 +385,11 @@ class CopyEditor:
         draft: list[int] = []
         rows: list = []
         draft_len = max(1, speculative // 2)  # the current draft length (see the schedule above)
+        last_events: list[EditEvent] = []  # the events of the last fed tokens (see _ContextFull)
 
         def timed_append(ids: list[int], kind: str, all_logits: bool = False):
+            if limit is not None and cache_len(cache) + len(ids) > limit:
+                raise _ContextFull
             t0 = time.perf_counter()
             out = append(self.model, cache, ids, all_logits=all_logits)
             dt = time.perf_counter() - t0
@@ -364,6 +411,9 @@ class CopyEditor:
         prompt_ids = self.encode(prompt if prompt is not None else build_prompt(self.tokenizer, document, instruction))
         stats.tokenize_s += time.perf_counter() - t0
         stats.prompt_tokens = len(prompt_ids)
+        if limit is not None and len(prompt_ids) >= limit:
+            raise ContextLengthError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it leaves "
+                             f"no room in the model's context of {limit} positions")
         cache = new_cache(self.model)
         logits = timed_append(prompt_ids, "prompt")
         stats.prompt_s = time.perf_counter() - started
@@ -371,7 +421,7 @@ class CopyEditor:
         def feed(ids: list[int]) -> tuple[list[EditEvent], list[int]]:
             """Program text of `ids` into the resolver: events, and the tokens of any copy
             that closed (to append after `ids` in the same forward)."""
-            nonlocal last_end
+            nonlocal last_end, last_events
             events, copy_ids = [], []
             data = b"".join(self.vocab.token_bytes[t] for t in ids)
             program_bytes.extend(data)
@@ -384,7 +434,8 @@ class CopyEditor:
                 piece = resolver.feed(ch)
                 new_ops = resolver.ops[before_ops:]
                 for op in new_ops:
-                    events.append(EditEvent(op=op, text=piece if isinstance(op, Copy) else ""))
+                    is_copy = isinstance(op, Copy)
+                    events.append(EditEvent(op=op, text=piece if is_copy else "", kind="copy" if is_copy else "gen"))
                     if isinstance(op, Copy):
                         last_end = op.end
                         if copy_mode == "prefill" or lookup is not None:
@@ -396,7 +447,8 @@ class CopyEditor:
                             if copy_mode == "prefill":
                                 copy_ids.extend(piece_ids)
                 if piece and not any(isinstance(op, Copy) for op in new_ops):
-                    events.append(EditEvent(text=piece))
+                    events.append(EditEvent(text=piece, kind="gen_text"))
+            last_events = events
             return events, copy_ids
 
         def make_draft() -> list[int]:
@@ -406,7 +458,8 @@ class CopyEditor:
             if lookup is None or not pending.startswith(GEN_OPEN):
                 return []
             t1 = time.perf_counter()
-            cand = lookup.propose(min(draft_len, max_new_tokens - stats.generated_tokens))
+            room = draft_len if limit is None else min(draft_len, limit - cache_len(cache) - 1)
+            cand = lookup.propose(min(room, max_new_tokens - stats.generated_tokens))
             body = bytearray(pending[len(GEN_OPEN):].encode("utf-8"))
             for i, t in enumerate(cand):
                 body.extend(self.vocab.token_bytes[t])
@@ -425,76 +478,81 @@ class CopyEditor:
             return self._next_token(script_bytes, len(done))
 
         stop = "end"
-        while not resolver.done:
-            t1 = time.perf_counter()
-            mask = matcher.allowed_mask()
-            forced = matcher.forced_tokens(self.encode, mask=mask)
-            stats.mask_s += time.perf_counter() - t1
-            if forced:
-                drop_draft()
-                matcher.advance_many(forced)
-                events, copy_ids = feed(forced)
-                stats.fast_forwarded_tokens += len(forced)
-                stats.copied_tokens += len(copy_ids)
-                logits = timed_append(forced + copy_ids, "copy" if copy_ids else "fast_forward")
-                yield from events
-                continue
-            if stats.generated_tokens >= max_new_tokens:
-                drop_draft()
-                stop = "max_new_tokens"
-                break
-            t1 = time.perf_counter()
-            pending = resolver.pending_text()
-            # inside (or maybe opening) a copy tag every token is checked; elsewhere only
-            # tokens that could open one
-            in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
-            candidates = None if in_tag else self._lt_tokens
-            mask = spans.filter(mask, pending, self._token_text, last_end, candidates)
-            stats.mask_s += time.perf_counter() - t1
-            if not mask.any():
-                raise RuntimeError("no token is allowed: the grammar and the span constraint admit nothing here")
-            if script is not None:
-                tok = script_next()
-                if not mask[tok]:
-                    raise ValueError(f"the script is not a valid program here: "
-                                     f"{script_bytes[len(program_bytes):][:40]!r}")
-            elif draft:
-                tok = _verify_sample(logits, mask, sampling, generator, draft[0])
-            else:
-                tok = _sample(logits, mask, sampling, generator)
-            matcher.advance(tok)
-            stats.generated_tokens += 1
-            events, copy_ids = feed([tok])
-            stats.copied_tokens += len(copy_ids)
-            if draft and tok == draft[0]:  # a kept draft token: already in the cache
-                stats.accepted_tokens += 1
-                draft.pop(0)
-                logits = rows.pop(0)
-                if not draft:  # all kept: longer drafts
-                    draft_len = min(speculative, draft_len + 2)
-                if copy_ids or resolver.done:  # the draft ends here
-                    drop_draft(rejected=False)
-                    if copy_ids:
-                        logits = timed_append(copy_ids, "copy")
-                yield from events
-                continue
-            drop_draft()
-            if not resolver.done:
-                new_draft = [] if copy_ids else make_draft()
-                if new_draft:
-                    out = timed_append([tok] + new_draft, "verify", all_logits=True)
-                    logits, rows[:] = out[0], list(out[1:])
-                    draft[:] = new_draft
-                    stats.drafted_tokens += len(new_draft)
+        try:
+            while not resolver.done:
+                t1 = time.perf_counter()
+                mask = matcher.allowed_mask()
+                forced = matcher.forced_tokens(self.encode, mask=mask)
+                stats.mask_s += time.perf_counter() - t1
+                if forced:
+                    drop_draft()
+                    matcher.advance_many(forced)
+                    events, copy_ids = feed(forced)
+                    stats.fast_forwarded_tokens += len(forced)
+                    stats.copied_tokens += len(copy_ids)
+                    logits = timed_append(forced + copy_ids, "copy" if copy_ids else "fast_forward")
+                    yield from events
+                    continue
+                if stats.generated_tokens >= max_new_tokens:
+                    drop_draft()
+                    stop = "max_new_tokens"
+                    break
+                t1 = time.perf_counter()
+                pending = resolver.pending_text()
+                # inside (or maybe opening) a copy tag every token is checked; elsewhere only
+                # tokens that could open one
+                in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
+                candidates = None if in_tag else self._lt_tokens
+                mask = spans.filter(mask, pending, self._token_text, last_end, candidates)
+                stats.mask_s += time.perf_counter() - t1
+                if not mask.any():
+                    raise RuntimeError("no token is allowed: the grammar and the span constraint admit nothing here")
+                if script is not None:
+                    tok = script_next()
+                    if not mask[tok]:
+                        raise ValueError(f"the script is not a valid program here: "
+                                         f"{script_bytes[len(program_bytes):][:40]!r}")
+                elif draft:
+                    tok = _verify_sample(logits, mask, sampling, generator, draft[0])
                 else:
-                    logits = timed_append([tok] + copy_ids, "copy" if copy_ids else "decode")
-            yield from events
+                    tok = _sample(logits, mask, sampling, generator)
+                matcher.advance(tok)
+                stats.generated_tokens += 1
+                events, copy_ids = feed([tok])
+                stats.copied_tokens += len(copy_ids)
+                if draft and tok == draft[0]:  # a kept draft token: already in the cache
+                    stats.accepted_tokens += 1
+                    draft.pop(0)
+                    logits = rows.pop(0)
+                    if not draft:  # all kept: longer drafts
+                        draft_len = min(speculative, draft_len + 2)
+                    if copy_ids or resolver.done:  # the draft ends here
+                        drop_draft(rejected=False)
+                        if copy_ids:
+                            logits = timed_append(copy_ids, "copy")
+                    yield from events
+                    continue
+                drop_draft()
+                if not resolver.done:
+                    new_draft = [] if copy_ids else make_draft()
+                    if new_draft:
+                        out = timed_append([tok] + new_draft, "verify", all_logits=True)
+                        logits, rows[:] = out[0], list(out[1:])
+                        draft[:] = new_draft
+                        stats.drafted_tokens += len(new_draft)
+                    else:
+                        logits = timed_append([tok] + copy_ids, "copy" if copy_ids else "decode")
+                yield from events
+        except _ContextFull:  # the next forward would pass the model's context
+            stop = "end" if resolver.done else "context_length"
+            yield from last_events  # what the last token completed (its forward did not fit)
         drop_draft()
         program = resolver.close(partial=True)
         text = resolve(program, document, partial=True)
         stats.wall_s = time.perf_counter() - started
-        result = EditResult(document, program, "".join(program_chars), text, program.complete, stop, stats)
-        yield EditEvent(result=result)
+        result = EditResult(document, program, PROGRAM_START + "".join(program_chars), text, program.complete, stop,
+                            stats)
+        yield EditEvent(result=result, kind="end")
 
     def _next_token(self, data: bytes, pos: int) -> int:
         """The first token of `data[pos:]` as this editor encodes text: from the start of
@@ -517,8 +575,17 @@ class CopyEditor:
         return self._greedy(data[pos:])[0]
 
     def execute(self, document: str, program_text: str, instruction: str = "", **kwargs) -> EditResult:
-        """Teacher-force a given program (see `script` in :meth:`stream`)."""
-        return self.edit(document, instruction, script=program_text, max_new_tokens=10**9, **kwargs)
+        """Teacher-force a given program (see `script` in :meth:`stream`), with or without
+        its leading ``<program>``. The program is checked first: text after
+        ``</program>``, a program cut off before it, or a span outside the document raise
+        :class:`~cad_outlines.edits.program.ProgramSyntaxError` /
+        :class:`~cad_outlines.edits.resolve.SpanError` before the model runs. The model's
+        context is not enforced (``stop_at_context=False``: its predictions are not
+        used, only the cost of the forwards is measured) unless asked for."""
+        script = program_text.removeprefix(PROGRAM_START)
+        resolve(parse_program(script), document)
+        kwargs.setdefault("stop_at_context", False)
+        return self.edit(document, instruction, script=script, max_new_tokens=10**9, **kwargs)
 
     def edit(self, document: str, instruction: str, **kwargs) -> EditResult:
         """Run :meth:`stream` to the end and return its result."""

@@ -1,0 +1,112 @@
+"""A document-editing tool for agent frameworks (function calling).
+
+``spec, handler = edit_tool(editor)`` gives a JSON-Schema function spec (the
+``{"name", "description", "parameters"}`` shape OpenAI-style tool APIs and most agent
+frameworks register) and the function that runs a call. The handler never raises for a
+bad call: it returns ``{"ok": False, "error": "..."}`` naming what is wrong, so the agent
+can read it and retry.
+
+`editor` is either a :class:`~.copy_decode.CopyEditor` (a local transformers model:
+Copy-as-Decode) or any callable ``prompt -> answer`` (e.g. a hosted API model): the
+handler then prompts it with :func:`~.copy_decode.build_prompt` and resolves the edit
+program in its answer with :func:`~cad_outlines.edits.answers.resolve_text`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..edits.answers import resolve_text
+from ..edits.lines import split_lines
+from .copy_decode import build_prompt
+
+__all__ = ["edit_tool"]
+
+
+def _spec(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": ("Edit a text document as an instruction asks and return the new text and a unified diff. "
+                        "Give the document either inline (`document`) or as a file path (`path`)."),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "document": {"type": "string", "description": "the document's full text (or give `path`)"},
+                "path": {"type": "string", "description": "a text file to edit (or give `document`)"},
+                "instruction": {"type": "string", "description": "what to change, in words"},
+            },
+            "required": ["instruction"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def _diff(before: str, after: str, name: str) -> str:
+    out = []
+    for line in difflib.unified_diff(split_lines(before), split_lines(after), f"a/{name}", f"b/{name}"):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | None = None, write: bool = False,
+              **edit_kwargs: Any) -> tuple[dict[str, Any], Callable[..., dict[str, Any]]]:
+    """(function spec, handler) for an agent framework.
+
+    The handler takes ``instruction`` and one of ``document`` / ``path`` and returns
+    ``{"ok", "text", "diff", "program", "complete", "written", "error"}``: `text` is the
+    new document, `diff` a unified diff from the old one, `program` the edit program the
+    model wrote, `error` None or one line saying what went wrong (then ``ok`` is False).
+    A `path` must lie under `root` (default: the current folder); with `write` a completed
+    edit is written back to it (byte for byte: line endings kept). `edit_kwargs` go to
+    :meth:`~.copy_decode.CopyEditor.edit` (``max_new_tokens``, ``sampling``...).
+    """
+    base = Path(root or ".").resolve()
+    local = hasattr(editor, "edit") and hasattr(editor, "grammar")
+    if not local and not callable(editor):
+        raise TypeError("editor must be a CopyEditor or a callable prompt -> answer")
+
+    def handler(instruction: str | None = None, document: str | None = None, path: str | None = None,
+                **unknown: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"ok": False, "text": None, "diff": None, "program": None, "complete": False,
+                               "written": False, "error": None}
+        try:
+            if unknown:
+                raise ValueError(f"unknown argument(s) {', '.join(sorted(unknown))}; "
+                                 "the tool takes instruction and document or path")
+            if not isinstance(instruction, str) or not instruction.strip():
+                raise ValueError("instruction is missing: say what to change")
+            if (document is None) == (path is None):
+                raise ValueError("give exactly one of document (the text) or path (a file)")
+            file = None
+            if path is not None:
+                file = (base / path).resolve()
+                if not file.is_relative_to(base):
+                    raise ValueError(f"path {path!r} is outside the folder this tool may edit ({base})")
+                with open(file, encoding="utf-8", newline="") as f:
+                    document = f.read()
+            if local:
+                result = editor.edit(document, instruction, **edit_kwargs)
+                text, program, complete = result.text, result.program_text, result.complete
+                if not complete:
+                    out["error"] = (f"the edit program was cut off ({result.stop_reason}); text holds what it "
+                                    "wrote so far and nothing was written")
+            else:
+                answer = editor(build_prompt(None, document, instruction))
+                if not isinstance(answer, str):
+                    raise ValueError(f"the model returned a {type(answer).__name__}, not text")
+                text, program, complete = resolve_text(answer, document), answer, True
+            out.update(text=text, program=program, complete=complete,
+                       diff=_diff(document, text, Path(path).name if path else "document"))
+            if complete and write and file is not None:
+                with open(file, "w", encoding="utf-8", newline="") as f:
+                    f.write(text)
+                out["written"] = True
+            out["ok"] = complete
+        except Exception as e:  # an error value, not an exception: the agent reads it
+            out["error"] = " ".join(f"{type(e).__name__}: {e}".split())
+        return out
+
+    return _spec(name), handler

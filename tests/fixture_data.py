@@ -1,0 +1,35 @@
+"""Where test data comes from.
+
+``SMALL`` (tests/data) holds the fixtures vendored into the repository (GPT-2's tokenizer,
+the stories260K model, the small grammars and their samples): the core suite needs
+nothing else. Tests that need the shared data folder (``../shared/data`` beside the
+clone, or ``$CAD_OUTLINES_DATA``: more tokenizers, the edit corpora) call
+:func:`require_shared` or use the ``data_dir`` fixture, and are skipped with
+:data:`SKIP_REASON` without it; conftest.py sums those skips up in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = REPO / "tests" / "data"
+SKIP_REASON = "needs the shared data folder (../shared/data or CAD_OUTLINES_DATA)"
+
+
+def shared_data() -> Path | None:
+    """``$CAD_OUTLINES_DATA`` or ``../shared/data`` beside the repository, if it is there."""
+    env = os.environ.get("CAD_OUTLINES_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+def require_shared() -> Path:
+    """The shared data folder; skips the calling test without it."""
+    path = shared_data()
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    return path

@@ -1,0 +1,96 @@
+"""edit_tool (a function-calling tool for agent frameworks) and resolve_text (programs from any
+model's answer)."""
+
+import json
+
+import pytest
+
+from cad_outlines import IncompleteProgramError, ProgramSyntaxError, SpanError, edit_tool, extract_program, resolve_text
+
+DOC = "a = 1\nb = 2\nc = 3\n"
+ANSWER = ('Here is the edit:\n```xml\n<program>\n<copy lines="1-1"/>\n<gen>b = 20\n</gen>\n<copy lines="3-3"/>\n'
+          '</program>\n```\nIt changes b.')
+
+
+def test_resolve_text_finds_the_program_in_a_chatty_answer():
+    assert resolve_text(ANSWER, DOC) == "a = 1\nb = 20\nc = 3\n"
+    # an answer continuing the prompt's <program>: it starts at the first op
+    assert resolve_text('<copy lines="2-3"/></program>', DOC) == "b = 2\nc = 3\n"
+    # a </program> inside gen text does not end the program
+    assert resolve_text('<program><gen>x </program>\n</gen></program> ok', DOC) == "x </program>\n"
+    assert extract_program(ANSWER).endswith("</program>") and extract_program(ANSWER).startswith("<program>")
+
+
+def test_resolve_text_errors_name_what_is_wrong():
+    with pytest.raises(ProgramSyntaxError, match="no edit program in the answer"):
+        resolve_text("I cannot do that.", DOC)
+    with pytest.raises(SpanError, match='copy lines="2-7" ends after the last line'):
+        resolve_text('<program><copy lines="2-7"/></program>', DOC)
+    with pytest.raises(ProgramSyntaxError, match="program ended before </program>"):
+        resolve_text('<program><copy lines="1-1"/>', DOC)
+    assert resolve_text('<program><copy lines="1-1"/>', DOC, partial=True) == "a = 1\n"
+    assert issubclass(IncompleteProgramError, ValueError)
+
+
+def test_spec_is_a_json_schema_function():
+    spec, _ = edit_tool(lambda prompt: ANSWER)
+    json.dumps(spec)
+    assert spec["name"] == "edit_document"
+    params = spec["parameters"]
+    assert params["type"] == "object" and params["required"] == ["instruction"]
+    assert set(params["properties"]) == {"document", "path", "instruction"}
+    assert all(p["type"] == "string" and p["description"] for p in params["properties"].values())
+
+
+def test_handler_with_a_hosted_model_callable():
+    prompts = []
+    _, handler = edit_tool(lambda prompt: prompts.append(prompt) or ANSWER)
+    out = handler(instruction="Set b to 20", document=DOC)
+    assert out["ok"] and out["error"] is None and out["text"] == "a = 1\nb = 20\nc = 3\n"
+    assert "-b = 2\n+b = 20\n" in out["diff"] and out["program"] == ANSWER
+    assert prompts[0].endswith("<program>") and "\n2 | b = 2\n" in prompts[0] and "Set b to 20" in prompts[0]
+
+
+@pytest.mark.parametrize("call,words", [
+    (dict(document=DOC), "instruction is missing"),
+    (dict(instruction="x"), "exactly one of document"),
+    (dict(instruction="x", document=DOC, path="f.txt"), "exactly one of document"),
+    (dict(instruction="x", path="../outside.txt"), "outside the folder"),
+    (dict(instruction="x", path="missing.txt"), "FileNotFoundError"),
+    (dict(instruction="x", document=DOC, color="red"), "unknown argument(s) color"),
+])
+def test_bad_calls_are_error_values(tmp_path, call, words):
+    _, handler = edit_tool(lambda prompt: ANSWER, root=tmp_path)
+    out = handler(**call)
+    assert out["ok"] is False and words in out["error"] and out["text"] is None
+
+
+def test_bad_answers_are_error_values():
+    _, handler = edit_tool(lambda prompt: '<program><copy lines="5-5"/></program>')
+    out = handler(instruction="x", document=DOC)
+    assert not out["ok"] and out["error"].startswith("SpanError: copy lines=\"5-5\"")
+
+
+def test_path_is_edited_and_written_only_when_asked(tmp_path):
+    path = tmp_path / "code.py"
+    path.write_bytes(DOC.replace("\n", "\r\n").encode())
+    answer = '<copy lines="1-1"/><gen>b = 20\r\n</gen><copy lines="3-3"/></program>'
+    _, read_only = edit_tool(lambda prompt: answer, root=tmp_path)
+    out = read_only(instruction="x", path="code.py")
+    assert out["ok"] and not out["written"] and path.read_bytes() == DOC.replace("\n", "\r\n").encode()
+    _, writer = edit_tool(lambda prompt: answer, root=tmp_path, write=True)
+    out = writer(instruction="x", path="code.py")
+    assert out["written"] and path.read_bytes() == b"a = 1\r\nb = 20\r\nc = 3\r\n"
+
+
+def test_handler_with_a_local_copy_as_decode_editor(editor):
+    """A CopyEditor on the tiny model: a cut-off program is an error value and writes nothing."""
+    _, handler = edit_tool(editor, max_new_tokens=5)
+    out = handler(instruction="x", document=DOC)
+    assert out["ok"] is False and "cut off (max_new_tokens)" in out["error"]
+    assert out["program"].startswith("<program>") and out["complete"] is False
+
+
+def test_editor_must_be_an_editor_or_callable():
+    with pytest.raises(TypeError, match="CopyEditor or a callable"):
+        edit_tool(42)

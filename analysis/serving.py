@@ -14,9 +14,10 @@ is the same whatever the weights:
   tokens, n <= 3). vLLM refuses custom logits processors with speculative decoding, so
   the gold output is forced with vLLM's structured outputs instead (a regex matching
   exactly the gold text): the text is the same, but the model picks its own spelling of
-  it in tokens, and with random weights the target rarely agrees with a draft -- read
-  its numbers as what vLLM's n-gram path costs here, not as its acceptance on a trained
-  model.
+  it in tokens, and with random weights the target rarely agrees with a draft; its time
+  also includes compiling one regex per request in vLLM's structured-output backend.
+  Read its numbers as what vLLM's n-gram path costs here, not as its acceptance on a
+  trained model.
 * ``cad``: Copy-as-Decode through :mod:`cad_outlines.serving`: the oracle program
   (max-copy, token-counted) teacher-forced by ``cad_script_ids`` under ``copy_edit`` and
   the line-span constraint; each copy ends a request and the next one re-sends the

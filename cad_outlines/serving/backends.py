@@ -129,7 +129,10 @@ class HTTPBackend:
             self._threads.pop(request_id, None)
 
     def poll(self) -> list[Update]:
-        out = [self._updates.get(timeout=self.timeout_s)]
+        try:
+            out = [self._updates.get(timeout=self.timeout_s)]
+        except queue.Empty:
+            return [Update("*", [], True, error=f"no word from the server in {self.timeout_s:.0f} s")]
         while True:
             try:
                 out.append(self._updates.get_nowait())

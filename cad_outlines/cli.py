@@ -77,10 +77,28 @@ def _studies() -> dict[str, object]:
         return {}
     found = {}
     for info in pkgutil.iter_modules(pkg.__path__):
-        module = importlib.import_module(f"analysis.{info.name}")
+        try:
+            module = importlib.import_module(f"analysis.{info.name}")
+        except ImportError as e:  # e.g. the vLLM venv pins an older lark: that study is out, not the others
+            found[info.name.replace("_", "-")] = _Unavailable(f"analysis.{info.name}", e)
+            continue
         if hasattr(module, "run") and hasattr(module, "add_arguments"):
             found[info.name.replace("_", "-")] = module
     return found
+
+
+class _Unavailable:
+    """A study whose module does not import in this environment: says why when run."""
+
+    def __init__(self, name: str, error: ImportError):
+        self.name, self.error = name, error
+        self.DESCRIPTION = f"(unavailable here: {type(error).__name__}: {error})"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(self, args) -> int:
+        raise SystemExit(f"{self.name} does not import in this environment: {type(self.error).__name__}: {self.error}")
 
 
 def _version() -> str:

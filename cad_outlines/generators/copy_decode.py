@@ -63,6 +63,7 @@ from ..engine.compiled import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
 from ..grammars import grammar_path
+from .encoding import TokenEncoder
 from .kv import append, cache_len, crop_cache, new_cache
 from .spans import SpanConstraint
 
@@ -289,6 +290,7 @@ class CopyEditor:
         self.vocab = grammar.vocab
         # the model's context: a run stops before passing it (None: not known, no limit)
         self.max_positions: int | None = getattr(model.config, "max_position_embeddings", None)
+        self._encoder = TokenEncoder(tokenizer, self.vocab)
         self._token_text = [self._text_of(b) for b in self.vocab.token_bytes]
         self._lt_tokens = np.array([i for i, t in enumerate(self._token_text) if t and "<" in t], dtype=np.int64)
 
@@ -305,34 +307,11 @@ class CopyEditor:
             return None
 
     def encode(self, text: str) -> list[int]:
-        """Token ids whose bytes are exactly `text`'s, as the text continues a sequence:
-        the tokenizer's own encoding when it spells the text exactly, else (e.g. a
-        SentencePiece tokenizer adding a word-start space) greedy longest-match over the
-        vocabulary's bytes."""
-        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-        data = text.encode("utf-8")
-        if b"".join(self.vocab.token_bytes[i] for i in ids) == data:
-            return ids
-        return self._greedy(data)
+        """Token ids whose bytes are exactly `text`'s (see :meth:`TokenEncoder.encode`)."""
+        return self._encoder.encode(text)
 
     def _greedy(self, data: bytes) -> list[int]:
-        if not hasattr(self, "_by_bytes"):
-            self._by_bytes = {}
-            for i, b in enumerate(self.vocab.token_bytes):
-                if b and i not in self.vocab.special_ids:
-                    self._by_bytes.setdefault(b, i)
-            self._max_len = max(map(len, self._by_bytes))
-        out, pos = [], 0
-        while pos < len(data):
-            for n in range(min(self._max_len, len(data) - pos), 0, -1):
-                tok = self._by_bytes.get(data[pos : pos + n])
-                if tok is not None:
-                    out.append(tok)
-                    pos += n
-                    break
-            else:
-                raise ValueError(f"byte {data[pos]:#x} has no token in this vocabulary")
-        return out
+        return self._encoder.greedy(data)
 
     # -- the loop --------------------------------------------------------------------------
     def stream(self, document: str, instruction: str, *, max_new_tokens: int = 512,
@@ -555,24 +534,8 @@ class CopyEditor:
         yield EditEvent(result=result, kind="end")
 
     def _next_token(self, data: bytes, pos: int) -> int:
-        """The first token of `data[pos:]` as this editor encodes text: from the start of
-        the character holding byte `pos`, the token after those covering `pos` bytes
-        (byte-exact, also inside a multi-byte character); else greedy longest match."""
-        start = pos
-        while start > 0 and pos - start < 3 and (data[start] & 0xC0) == 0x80:
-            start -= 1
-        try:
-            ids = self.encode(data[start:].decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            ids = []
-        covered = start
-        for t in ids:
-            if covered == pos:
-                return t
-            covered += len(self.vocab.token_bytes[t])
-            if covered > pos:
-                break
-        return self._greedy(data[pos:])[0]
+        """The first token of `data[pos:]` as this editor encodes text."""
+        return self._encoder.next_token(data, pos)
 
     def execute(self, document: str, program_text: str, instruction: str = "", **kwargs) -> EditResult:
         """Teacher-force a given program (see `script` in :meth:`stream`), with or without

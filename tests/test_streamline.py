@@ -136,3 +136,100 @@ def test_analyze_report_round_trip(small_data, tmp_path):
     files = report.save(tmp_path, "json")
     assert all(f.exists() for f in files)
     assert "Interchangeable terminals" in files[0].read_text()
+
+
+def _index_equals_scalar(lexer, vocab):
+    from cad_outlines.engine.lexer import INDENT_BASE
+    from cad_outlines.engine.lexer_index import TokenBytes, _Indexer
+
+    tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
+    indexer = _Indexer(lexer, tokens)
+    todo, seen = [lexer.initial], {lexer.initial}
+    while todo:
+        cfg = todo.pop()
+        outcomes: dict[int, set] = {}
+        for end, emitted, rows in indexer.index(cfg):
+            for r in rows:
+                outcomes.setdefault(int(tokens.ids[r]), set()).add((end, emitted))
+            if end not in seen:
+                seen.add(end)
+                todo.append(end)
+        # from inside a NEWLINE lexeme the index gives the indentation relative to the one
+        # carried in (flag 0 unless a line break was read); the scalar run, given 0 carried
+        # in, calls it absolute: compare the values
+        carried = lexer.table[cfg].owner == lexer.spec.indent_owner
+
+        def norm(em):
+            return tuple((x - INDENT_BASE) >> 1 if carried and x >= INDENT_BASE else x for x in em)
+
+        for tok in tokens.ids:
+            scalar = {(e, norm(em)) for e, em, _ in lexer.run(cfg, vocab.token_bytes[tok])}
+            got = {(e, norm(em)) for e, em in outcomes.get(int(tok), set())}
+            assert scalar == got, (lexer.table[cfg], vocab.token_bytes[tok])
+    return seen
+
+
+def test_shared_walk_equals_scalar_lexer_under_an_indenter():
+    """The byte-automaton walk, parts shared across configs, carries NEWLINE indentation
+    exactly as the scalar lexer does (relative in a carried lexeme, absolute after a break)."""
+    from cad_outlines.engine.lexer import Lexer
+    from cad_outlines.engine.terminals import lexer_spec_from_lark
+
+    lexer = Lexer(lexer_spec_from_lark(load_lark(PY)))
+    assert lexer.spec.indent_owner is not None
+    seen = _index_equals_scalar(lexer, ToyVocab.make())
+    assert len(seen) > 10
+
+
+@pytest.mark.parametrize("grammar", [JSON, PY, "copy_edit"])
+def test_viable_labels_of_the_byte_automaton_equal_the_scalar_ones(grammar):
+    from cad_outlines.engine.lexer import Lexer
+    from cad_outlines.engine.lexer_index import ByteAutomaton
+    from cad_outlines.engine.terminals import lexer_spec_from_lark
+
+    lk = load_lark(grammar_path(grammar) if grammar == "copy_edit" else grammar)
+    scalar = Lexer(lexer_spec_from_lark(lk))
+    auto = ByteAutomaton(Lexer(lexer_spec_from_lark(lk)))
+    viable = auto.viable_labels()
+    assert len(viable) == auto.n_states > 5
+    assert any(viable.values())
+    for cfg, labels in viable.items():
+        assert scalar.viable_labels(scalar.table.id(cfg)) == labels, cfg
+
+
+def test_token_bytes_matrix():
+    from cad_outlines.engine.lexer_index import TokenBytes
+
+    tb = [b"ab", b"", b"xyz", b"q", b"\x00\xff"]
+    t = TokenBytes.from_bytes(tb, banned=[3])
+    assert t.ids.tolist() == [0, 2, 4] and t.lengths.tolist() == [2, 3, 2]
+    assert t.data.tolist() == [[97, 98, 0], [120, 121, 122], [0, 255, 0]]
+
+
+def test_compile_profile_records_every_cold_phase(tmp_path):
+    from cad_outlines.engine.compile_profile import COLD_PHASES, CompileProfile
+
+    vocab = ToyVocab.make()
+    prof = CompileProfile()
+    compile_grammar(PY, vocab, cache=tmp_path, progress=False, profile=prof)
+    assert [p.name for p in prof.phases] == list(COLD_PHASES)
+    assert all(p.seconds >= 0 and p.cpu_seconds >= 0 for p in prof.phases)
+    warm = CompileProfile()
+    compile_grammar(PY, vocab, cache=tmp_path, progress=False, profile=warm)
+    assert [p.name for p in warm.phases] == ["load flat arrays"]  # memory-mapped: no lark, no store
+    for f in tmp_path.glob("flat-*.bin"):
+        f.unlink()
+    again = CompileProfile()
+    compile_grammar(PY, vocab, cache=tmp_path, progress=False, profile=again)
+    assert [p.name for p in again.phases][-2:] == ["load streamlined store", "flat arrays"]
+    updates = []
+    from cad_outlines.engine.lexer import Lexer
+    from cad_outlines.engine.lexer_index import TokenBytes
+    from cad_outlines.engine.mask_store import build_mask_store
+    from cad_outlines.engine.terminals import lexer_spec_from_lark
+
+    lexer = Lexer(lexer_spec_from_lark(load_lark(PY)))
+    build_mask_store(lexer, TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids), vocab.size,
+                     progress=lambda done, total: updates.append((done, total)))
+    assert len({total for _, total in updates}) == 1  # the store bar's total never moves
+    assert [d for d, _ in updates] == list(range(1, len(updates) + 1))

@@ -13,6 +13,7 @@ import lark
 
 from ..grammars import grammar_source
 from .compiled import CompiledGrammar
+from .compile_profile import COLD_PHASES, CompileProfile
 from .flat_grammar import FlatFileError, FlatGrammar
 from .grammar_checks import check_language, missing_start_error
 from .grammar_analysis import GrammarAnalysis, LRGame
@@ -106,7 +107,7 @@ def source_key(grammar: str | Path, vocab: Vocabulary, *, start: str | None = No
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
                     postlex="auto", cache: bool | str | Path = True, progress: bool = True,
-                    streamline: bool = True) -> CompiledGrammar:
+                    streamline: bool = True, profile: CompileProfile | None = None) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
     `grammar` is a shipped grammar's name (``"json"``, ``"python"``, ``"sql"``,
@@ -117,44 +118,57 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     running lark. A cached file that is truncated, corrupt, of another version or for
     another vocabulary is rebuilt, never trusted. With `streamline` (the default) the
     store is the one rewritten by grammar analysis (:mod:`.streamline`; same masks,
-    fewer parser questions). Raises :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the
-    terminal for a construct that cannot be compiled or never matches, and naming the
-    rule for a missing start rule or an empty language.
+    fewer parser questions). `profile` (a :class:`~.compile_profile.CompileProfile`)
+    gets the time and peak memory of every phase of a build. Raises
+    :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the terminal for a
+    construct that cannot be compiled or never matches, and naming the rule for a missing
+    start rule or an empty language.
     """
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
     fpath = folder / f"flat-{source_key(grammar, vocab, **options)}.bin" if folder else None
 
-    def objects() -> CompiledGrammar:
-        return _compile_objects(grammar, vocab, folder=folder, progress=progress, **options)
+    def objects(prof: CompileProfile | None = None) -> CompiledGrammar:
+        return _compile_objects(grammar, vocab, folder=folder, progress=progress, profile=prof, **options)
 
+    prof = profile if profile is not None else CompileProfile()
     if fpath is not None and fpath.is_file():
         try:
-            flat = FlatGrammar.load(fpath)
+            with prof.phase("load flat arrays"):
+                flat = FlatGrammar.load(fpath)
             if flat.meta.get("vocab_hash") != vocab.content_hash:
                 raise FlatFileError(f"{fpath}: built for another vocabulary")
             return CompiledGrammar(vocab, grammar_hash=flat.meta["grammar_hash"], streamlined=streamline, flat=flat,
-                                   reference_loader=lambda: objects()._reference())
+                                   reference_loader=lambda: objects(CompileProfile())._reference())
         except (FlatFileError, KeyError) as e:
             warnings.warn(f"rebuilding the compiled grammar: {e}", stacklevel=2)
-    compiled = objects()
-    if fpath is not None:
+            prof.phases.clear()
+    prof.start(progress)
+    compiled = objects(prof)
+    with prof.phase("flat arrays"):
         flat = compiled.flat
         flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=compiled.grammar_hash)
-        flat.save(fpath)
+        if fpath is not None:
+            flat.save(fpath)
+    prof.finish()
     return compiled
 
 
 def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
-                     folder: Path | None, progress: bool, streamline: bool) -> CompiledGrammar:
+                     folder: Path | None, progress: bool, streamline: bool, profile: CompileProfile
+                     ) -> CompiledGrammar:
     """The Python objects: lark load, terminal automata, mask store (cached as .npz),
-    streamlining."""
-    lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
-    start = start or lk.options.start[0]
-    spec = lexer_spec_from_lark(lk)
-    check_language(lk, spec, start)
-    lexer = Lexer(spec)
-    tables = ParseTables(lk, start)
+    streamlining; each phase recorded in `profile` (started by the caller)."""
+    prof = profile
+    with prof.phase("lark load"):
+        lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
+        start = start or lk.options.start[0]
+    with prof.phase("terminal DFAs"):
+        spec = lexer_spec_from_lark(lk)
+        check_language(lk, spec, start)
+        lexer = Lexer(spec)
+    with prof.phase("parse tables"):
+        tables = ParseTables(lk, start)
     pl = lk.options.postlex
     indenter = IndentTracker.from_postlex(pl) if pl is not None else None
     fingerprint = grammar_fingerprint(lk)
@@ -162,21 +176,43 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
     path = folder / f"store-{key}.npz" if folder else None
     spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder and streamline else None
     if spath is not None and spath.is_file():  # the streamlined store alone is enough
-        store = _load(spath, lexer)
+        prof.skip(len(COLD_PHASES) - 5)  # all but the 3 above, this load and "flat arrays"
+        with prof.phase("load streamlined store"):
+            store = _load(spath, lexer)
     else:
         if path is not None and path.is_file():
-            store = _load(path, lexer)
+            prof.skip(4)
+            with prof.phase("load store"):
+                store = _load(path, lexer)
         else:
-            tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
-            store = build_mask_store(lexer, tokens, vocab.size, progress=_progress_bar() if progress else None)
+            with prof.phase("token bytes"):
+                tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
+            update, close = _progress_bar() if progress else (None, None)
+            timings: dict = {}
+            store = build_mask_store(lexer, tokens, vocab.size, progress=update, timings=timings)
+            if close is not None:
+                close()
+            for name in ("lexer configurations", "token-level index", "store rows"):
+                wall, cpu = timings.get(name, (0.0, 0.0))
+                prof.add(name, wall, cpu, f"{len(store.configs):,} configs, {store.n_rows:,} rows"
+                         if name == "store rows" else "")
             if path is not None:
-                _save(store, path)
+                with prof.phase("save store"):
+                    _save(store, path)
+            else:
+                prof.skip(1)
         if streamline:
-            analysis = GrammarAnalysis.from_lark(lk, start)
-            say = _step_printer() if progress else None
-            store = streamline_store(store, lexer, analysis, progress=say, lr=LRGame(tables)).store
+            with prof.phase("grammar analysis"):
+                analysis = GrammarAnalysis.from_lark(lk, start)
+                lr = LRGame(tables)
+            say = prof.step_printer(_step_printer() if progress else None)
+            result = streamline_store(store, lexer, analysis, progress=say, lr=lr, consume=True)
+            prof.add("streamline: merge sets", time.perf_counter() - say.mark[0], time.process_time() - say.mark[1],
+                     f"{result.store.n_rows:,} rows, {len(result.store.set_ids):,} sets")
+            store = result.store
             if spath is not None:
-                _save(store, spath)
+                with prof.phase("save streamlined store"):
+                    _save(store, spath)
     return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint, streamlined=streamline)
 
 
@@ -214,18 +250,23 @@ def _step_printer():
 
 
 def _progress_bar():
+    """(update, close) for the store's bar: configurations indexed, out of the lexer's
+    byte-level configurations (known before the walk, so the total never moves; a
+    configuration no whole token reaches is never indexed, and the bar closes short)."""
     from tqdm.auto import tqdm
 
-    # configurations are discovered as the store is built, so no total (and no ETA) is
-    # shown: a growing total made the ETA jump; the postfix says how many are queued
-    bar = tqdm(desc="mask store", unit="config", total=None, leave=False, mininterval=0.5)
+    bars: list = []
     started = time.perf_counter()
 
-    def update(done: int, known: int) -> None:
-        bar.update(done - bar.n)
-        bar.set_postfix_str(f"{known - done:,} discovered, not built yet", refresh=False)
-        if done == known:
-            bar.close()
-            bar.write(f"mask store: {done} lexer configurations in {time.perf_counter() - started:.1f}s")
+    def update(done: int, total: int) -> None:
+        if not bars:  # opened once the total is known
+            bars.append(tqdm(desc="lexer configurations indexed", unit="config", total=total, leave=False,
+                             mininterval=0.5))
+        bars[0].update(done - bars[0].n)
 
-    return update
+    def close() -> None:
+        if bars:
+            bars[0].close()
+            bars[0].write(f"mask store: {bars[0].n} lexer configurations in {time.perf_counter() - started:.1f}s")
+
+    return update, close

@@ -657,14 +657,14 @@ class GrammarAnalysis:
             closure[p, q] = True
         for _ in range(n):
             closure = closure | (closure.astype(np.uint8) @ closure.astype(np.uint8) > 0)
-        trans = np.zeros((self.t, n, n), dtype=bool)
-        trans[:, 0, 0] = not anchored
-        trans[:, final, final] = True
+        # T'_a = C T_a C folds the closures in; as a boolean sum over T_a's entries (p, q)
+        # of the outer products C[:, p] C[q, :] (T_a: the Σ* loops plus a few edges)
+        base = np.outer(closure[:, final], closure[final, :])
+        if not anchored:
+            base |= np.outer(closure[:, 0], closure[0, :])
+        trans = np.broadcast_to(base, (self.t, n, n)).copy()
         for p, a, q in edges:
-            trans[a, p, q] = True
-        # fold closures: T'_a = C T_a C
-        c = closure.astype(np.float32)
-        trans = (np.einsum("pq,aqr,rs->aps", c, trans.astype(np.float32), c) > 0)
+            trans[a] |= np.outer(closure[:, p], closure[q, :])
         init = closure[0]
         fin = closure[:, final]
         return trans, init, fin
@@ -674,24 +674,62 @@ class GrammarAnalysis:
         ``after=START``: no sentence starts with seq)."""
         return self.never_legal_many([(tuple(seq), after)])[0]
 
-    def never_legal_many(self, queries: Sequence[tuple[Sequence[str], str | None]], batch: int = 512) -> list[bool]:
+    def never_legal_many(self, queries: Sequence[tuple[Sequence[str], str | None]], batch: int = 512,
+                         workers: int | None = None) -> list[bool]:
         """Exact answers for many queries, batched: queries with automata of the same size
-        run their fixpoints together as stacked boolean matrices."""
+        run their fixpoints together as stacked boolean matrices. A batch's automata are
+        built when it runs (not all up front: memory). With `workers` > 1 (default: 2 where
+        two CPUs are available and there are over 4,096 queries) a forked process takes
+        every other batch; the batches are independent."""
         out: list[bool | None] = [None] * len(queries)
-        groups: dict[int, list[tuple[int, tuple]]] = {}
+        groups: dict[int, list[int]] = {}
         for qi, (seq, after) in enumerate(queries):
-            nfa = self._nfa(seq, after)
-            if nfa is None:
+            n = self._nfa_size(seq, after)
+            if n is None:
                 out[qi] = True
                 continue
-            groups.setdefault(nfa[0].shape[1], []).append((qi, nfa))
-        for _, items in sorted(groups.items()):
-            for b0 in range(0, len(items), batch):
-                chunk = items[b0 : b0 + batch]
-                empty = self._bar_hillel([nfa for _, nfa in chunk])
-                for (qi, _), e in zip(chunk, empty):
+            groups.setdefault(n, []).append(qi)
+        chunks = [items[b0 : b0 + batch] for _, items in sorted(groups.items()) for b0 in range(0, len(items), batch)]
+        if workers is None:
+            workers = 2 if len(queries) > 4096 and _cpus() >= 2 else 1
+        mine = range(len(chunks))
+        theirs = None
+        if workers > 1 and len(chunks) > 1:
+            import concurrent.futures
+            import multiprocessing
+
+            global _FORKED
+            _FORKED = (self, queries, chunks)
+            pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+            theirs = pool.submit(_never_chunks, list(range(1, len(chunks), 2)))
+            mine = range(0, len(chunks), 2)
+        try:
+            for k in mine:
+                for qi, e in zip(chunks[k], self._never_chunk(queries, chunks[k])):
                     out[qi] = bool(e)
+            if theirs is not None:
+                for k, empty in theirs.result():
+                    for qi, e in zip(chunks[k], empty):
+                        out[qi] = bool(e)
+        finally:
+            if theirs is not None:
+                pool.shutdown()
+                _FORKED = None
         return out  # type: ignore[return-value]
+
+    def _never_chunk(self, queries, chunk: list[int]) -> np.ndarray:
+        return self._bar_hillel([self._nfa(*queries[qi]) for qi in chunk])
+
+    def _nfa_size(self, seq: Sequence[str], after: str | None) -> int | None:
+        """The number of states :meth:`_nfa` gives (None: a label the grammar lacks)."""
+        items = ([after] if after is not None and after != START else []) + list(seq)
+        n = 1
+        for name in items:
+            a = self.ids.get(name)
+            if a is None:
+                return None
+            n += 2 if a == self.nl else 1
+        return n
 
     def _bar_hillel(self, nfas) -> np.ndarray:
         g = self.grammar
@@ -712,10 +750,18 @@ class GrammarAnalysis:
             r = rel[s]
             return zero if r is None else r
 
+        # semi-naive: a nonterminal is re-evaluated only when a symbol of its rules changed
+        version = {a: 0 for a in rel}
+        evaluated: dict[int, tuple] = {}
+        rhs_syms = {lhs: sorted({s for rhs in rules for s in rhs if s >= self.t}) for lhs, rules in by_lhs.items()}
         changed = True
         while changed:
             changed = False
             for lhs in order:
+                stamp = tuple(version[s] for s in rhs_syms[lhs])
+                if evaluated.get(lhs) == stamp:
+                    continue
+                evaluated[lhs] = stamp
                 acc = rel[lhs]
                 new = np.zeros((q, n, n), dtype=np.float32) if acc is None else acc.copy()
                 for rhs in by_lhs[lhs]:
@@ -734,9 +780,11 @@ class GrammarAnalysis:
                 if acc is None:
                     if new.any():
                         rel[lhs] = new
+                        version[lhs] += 1
                         changed = True
                 elif (new > acc).any():
                     rel[lhs] = new
+                    version[lhs] += 1
                     changed = True
         start = rel[g.start]
         if start is None:
@@ -775,6 +823,23 @@ class GrammarAnalysis:
         return order
 
 
+_FORKED = None  # (analysis, queries, chunks) for a forked never_legal_many worker
+
+
+def _never_chunks(ks: list[int]) -> list[tuple[int, np.ndarray]]:
+    ga, queries, chunks = _FORKED
+    return [(k, ga._never_chunk(queries, chunks[k])) for k in ks]
+
+
+def _cpus() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 # ---------------------------------------------------------------------------------------
 # The same game on the LALR automaton
 # ---------------------------------------------------------------------------------------
@@ -792,17 +857,22 @@ class LRGame:
 
     def __init__(self, tables):
         self.tables = tables
+        # the tables with plain str symbols: lark's names are Token objects, whose Python
+        # __eq__ made dict look-ups the game's main cost
+        self.actions = {s: {str(k): v for k, v in acts.items()} for s, acts in tables.actions.items()}
+        self.goto = {s: {str(k): v for k, v in row.items()} for s, row in tables.goto.items()}
+        self.rules = [(str(lhs), size) for lhs, size in tables.rules]
         self.accessing: dict[int, str] = {}
         self.pred: dict[tuple[int, str], set[int]] = {}
-        for s, acts in tables.actions.items():
+        for s, acts in self.actions.items():
             for sym, (is_shift, arg) in acts.items():
                 if is_shift:
                     self.accessing[arg] = sym
                     self.pred.setdefault((arg, sym), set()).add(s)
-            for sym, nxt in tables.goto.get(s, {}).items():
+            for sym, nxt in self.goto.get(s, {}).items():
                 self.accessing[nxt] = sym
                 self.pred.setdefault((nxt, sym), set()).add(s)
-        self.rhs: list[tuple[str, ...]] = tables.rule_rhs
+        self.rhs: list[tuple[str, ...]] = [tuple(str(x) for x in r) for r in tables.rule_rhs]
         self.entered_by: dict[str, list[int]] = {}
         for s, sym in self.accessing.items():
             self.entered_by.setdefault(sym, []).append(s)
@@ -811,9 +881,10 @@ class LRGame:
     def always(self, x: str | None, seq: Sequence[str]) -> bool:
         """All of seq is legal after any prefix ending with x (x=None: the start of the
         text, whose stack is known exactly)."""
-        seq = tuple(seq)
+        seq = tuple(map(str, seq))
         if x is None:
             return self._run((self.tables.start_state,), True, seq)
+        x = str(x)
         starts = self.entered_by.get(x)
         if not starts:
             return False
@@ -836,7 +907,7 @@ class LRGame:
                 if steps > budget:
                     ok = False
                     break
-                act = self.tables.actions[st[-1]].get(seq[i])
+                act = self.actions[st[-1]].get(seq[i])
                 if act is None:
                     ok = False
                     break
@@ -845,10 +916,10 @@ class LRGame:
                     st = st + (arg,)
                     i += 1
                     continue
-                lhs, size = self.tables.rules[arg]
+                lhs, size = self.rules[arg]
                 if size < len(st):
                     base = st[: len(st) - size]
-                    nxt = self.tables.goto[base[-1]].get(lhs)
+                    nxt = self.goto[base[-1]].get(lhs)
                     if nxt is None:
                         ok = False
                         break
@@ -863,7 +934,7 @@ class LRGame:
                 below = {st[0]}
                 for sym in reversed(rhs[: size - len(st) + 1]):
                     below = {p for s in below for p in self.pred.get((s, sym), ())}
-                succ = [(p, self.tables.goto[p][lhs]) for p in below if lhs in self.tables.goto.get(p, {})]
+                succ = [(p, self.goto[p][lhs]) for p in below if lhs in self.goto.get(p, {})]
                 if not succ:
                     ok = False
                     break

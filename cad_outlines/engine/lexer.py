@@ -80,7 +80,7 @@ class TerminalAutomaton:
     blocked: np.ndarray  # bool (n_states,)
     shadow: np.ndarray  # int32 (n_states,)
 
-    @property
+    @functools.cached_property
     def dead(self) -> int:
         return self.trans.shape[0] - 1
 
@@ -220,6 +220,12 @@ class Lexer:
         self.initial = self.table.id(Config(BOUNDARY, 0, ()))
         self._viable: dict[int, frozenset[int]] = {}
         self._entered: dict[int, tuple[int, ...] | None] = {}
+        self._viable_known: dict[Config, frozenset[int]] = {}  # precomputed (see prime_viable)
+
+    def prime_viable(self, viable: dict[Config, frozenset[int]]) -> None:
+        """Take :meth:`viable_labels` answers computed for many configs at once (by
+        :meth:`~cad_outlines.engine.lexer_index.ByteAutomaton.viable_labels`)."""
+        self._viable_known.update(viable)
 
     # -- one byte -------------------------------------------------------------------
     def _advance_cons(self, cons: Sequence[tuple[int, int]], b: int) -> tuple[tuple[int, int], ...] | None:
@@ -328,6 +334,10 @@ class Lexer:
         if got is not None:
             return got
         cfg = self.table[cfg_id]
+        got = self._viable_known.get(cfg)
+        if got is not None:
+            self._viable[cfg_id] = got
+            return got
         labels: set[int] = set()
         if cfg.owner != BOUNDARY:
             a = self.spec.automata[cfg.owner]

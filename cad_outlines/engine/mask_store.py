@@ -127,16 +127,20 @@ class SetInterner:
         self.vocab_size = vocab_size
         self.set_ids: list[np.ndarray] = []
         self.negated: list[bool] = []
-        self._index: dict[bytes, int] = {}
+        self._index: dict[bytes, list[int]] = {}  # content digest -> set ids (compared on a hit)
 
     def add(self, ids: np.ndarray, negated: bool) -> int:
         """The id of a set given in stored form (sorted int32 ids, negated flag)."""
-        key = bytes([negated]) + ids.tobytes()
-        sid = self._index.get(key)
-        if sid is None:
-            sid = self._index[key] = len(self.set_ids)
-            self.set_ids.append(ids)
-            self.negated.append(negated)
+        h = hashlib.blake2b(bytes([negated]), digest_size=16)
+        h.update(np.ascontiguousarray(ids, dtype=np.int32))
+        same = self._index.setdefault(h.digest(), [])
+        for sid in same:
+            if self.negated[sid] == negated and np.array_equal(self.set_ids[sid], ids):
+                return sid
+        sid = len(self.set_ids)
+        same.append(sid)
+        self.set_ids.append(ids)
+        self.negated.append(negated)
         return sid
 
     def add_mask(self, mask: np.ndarray) -> int:
@@ -146,31 +150,50 @@ class SetInterner:
 
 
 def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
-                     progress: Callable[[int, int], None] | None = None) -> MaskStore:
-    """Explore every reachable configuration and group its tokens into rows."""
+                     progress: Callable[[int, int], None] | None = None, timings: dict | None = None) -> MaskStore:
+    """Explore every reachable configuration and group its tokens into rows. A row's
+    token set is a union of the indexer's shared parts; a union met before (configs
+    agreeing on every first byte) is not rebuilt. `timings`: see :func:`explore`."""
     table_rows: dict[int, list[Row]] = {}
     sets = SetInterner(vocab_size)
+    unions: dict[bytes, int] = {}
 
-    def intern(ids: np.ndarray) -> int:
-        ids = np.unique(ids).astype(np.int32)
-        neg = len(ids) * 2 > vocab_size
-        if neg:
-            full = np.ones(vocab_size, dtype=bool)
-            full[ids] = False
-            ids = np.flatnonzero(full).astype(np.int32)
-        return sets.add(ids, neg)
+    def intern(gids: tuple[int, ...], indexer) -> int:
+        key = np.array(gids, dtype=np.int32).tobytes()  # a compact exact key (memory)
+        sid = unions.get(key)
+        if sid is None:
+            rows = np.concatenate([indexer.part_rows[g] for g in gids]) if len(gids) > 1 else indexer.part_rows[gids[0]]
+            ids = tokens.ids[rows]
+            if len(gids) > 1:
+                ids = _sorted_unique(ids)
+            neg = len(ids) * 2 > vocab_size
+            if neg:
+                full = np.ones(vocab_size, dtype=bool)
+                full[ids] = False
+                ids = np.flatnonzero(full).astype(np.int32)
+            sid = unions[key] = sets.add(ids.astype(np.int32, copy=False), neg)
+        return sid
 
-    def on_config(cfg_id: int, transitions) -> None:
-        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[np.ndarray]] = {}
-        for end, emitted, rows in transitions:
+    def on_config(cfg_id: int, parts, indexer) -> None:
+        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+        for (end, emitted), gids in parts.items():
             entered = lexer.entered(end)
             if entered is None:
                 continue
-            groups.setdefault((emitted, entered), []).append(tokens.ids[rows])
-        table_rows[cfg_id] = [(e, n, intern(np.concatenate(parts))) for (e, n), parts in sorted(groups.items())]
+            groups.setdefault((emitted, entered), []).extend(gids)
+        table_rows[cfg_id] = [(e, n, intern(tuple(sorted(set(g))), indexer)) for (e, n), g in sorted(groups.items())]
 
-    explore(lexer, tokens, on_config, progress)
+    explore(lexer, tokens, on_config, progress, timings)
     n = len(lexer.table)
     rows = [table_rows.get(q, []) for q in range(n)]
     return MaskStore(vocab_size, list(lexer.table.configs), rows, sets.set_ids, sets.negated)
 
+
+def _sorted_unique(ids: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort and a neighbour comparison; numpy's unique hashes)."""
+    ids = np.sort(ids, kind="stable")
+    if len(ids) > 1:
+        dup = ids[1:] == ids[:-1]
+        if dup.any():
+            ids = ids[np.concatenate([[True], ~dup])]
+    return ids

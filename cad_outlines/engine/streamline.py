@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .grammar_analysis import START, GrammarAnalysis, LRGame
-from .lexer import BOUNDARY, INDENT_BASE, ConfigTable, Lexer
+from .lexer import BOUNDARY, INDENT_BASE, Lexer
+from .lexer_index import byte_automaton
 from .mask_store import MaskStore, Row, SetInterner
 
 __all__ = ["StreamlineStep", "StreamlineResult", "streamline", "one_hop_only", "config_contexts", "STEPS"]
@@ -64,25 +65,40 @@ class StreamlineResult:
 
 
 class _Rows:
-    """Rows per config as {(emitted, entered): [set ids]} while they are rewritten."""
+    """Rows per config as {(emitted, entered): set id, or a list of them once rows merged}
+    while they are rewritten (a bare int for the unmerged majority: memory). With
+    `consume` the store's own row lists are emptied as they are read (the caller no longer
+    needs them; they would double the memory held)."""
 
-    def __init__(self, store: MaskStore):
+    def __init__(self, store: MaskStore, consume: bool = False):
         self.store = store
-        self.rows: list[dict[tuple, list[int]]] = []
-        for rows in store.rows:
-            d: dict[tuple, list[int]] = {}
+        self.rows: list[dict[tuple, int | list[int]]] = []
+        for q, rows in enumerate(store.rows):
+            d: dict[tuple, int | list[int]] = {}
             for e, n, sid in rows:
-                d.setdefault((e, n), []).append(sid)
+                _merge(d, (e, n), sid)
             self.rows.append(d)
+            if consume:
+                store.rows[q] = []
 
-    def rewrite(self, fn: Callable[[int, tuple, tuple], tuple | None]) -> None:
-        """`fn(q, emitted, entered)` -> new (emitted, entered) or None to drop."""
+    def rewrite(self, fn: Callable[[int, tuple, tuple], tuple | None], qclass: list | None = None) -> None:
+        """`fn(q, emitted, entered)` -> new (emitted, entered) or None to drop. With
+        `qclass` (per config, a hashable summary of everything `fn` reads about q), answers
+        are memoised per (class, emitted, entered)."""
+        memo: dict = {}
         for q, d in enumerate(self.rows):
-            new: dict[tuple, list[int]] = {}
-            for (e, n), sids in d.items():
-                got = fn(q, e, n)
+            new: dict[tuple, int | list[int]] = {}
+            cls = None if qclass is None else qclass[q]
+            for key, sids in d.items():
+                if qclass is None:
+                    got = fn(q, *key)
+                else:
+                    mk = (cls, key)
+                    got = memo.get(mk, memo)
+                    if got is memo:
+                        got = memo[mk] = fn(q, *key)
                 if got is not None:
-                    new.setdefault(got, []).extend(sids)
+                    _merge(new, got, sids)
             self.rows[q] = new
 
     def count(self) -> list[int]:
@@ -98,7 +114,7 @@ class _Rows:
         for d in self.rows:
             rows = []
             for (e, n), sids in sorted(d.items()):
-                key = tuple(sorted(set(sids)))
+                key = (sids,) if isinstance(sids, int) else tuple(sorted(set(sids)))
                 sid = cache.get(key)
                 if sid is None and len(key) == 1:  # unmerged: the set as it was
                     sid = cache[key] = sets.add(st.set_ids[key[0]], st.set_negated[key[0]])
@@ -109,6 +125,20 @@ class _Rows:
                 rows.append((e, n, sid))
             out_rows.append(rows)
         return MaskStore(st.vocab_size, list(st.configs), out_rows, sets.set_ids, sets.negated)
+
+
+def _merge(d: dict, key: tuple, sids: int | list[int]) -> None:
+    """Add set id(s) `sids` to row `key` of `d` (an int while the row holds one set)."""
+    got = d.get(key)
+    if got is None:
+        d[key] = sids if isinstance(sids, int) else list(sids)
+        return
+    if isinstance(got, int):
+        got = d[key] = [got]
+    if isinstance(sids, int):
+        got.append(sids)
+    else:
+        got.extend(sids)
 
 
 def _label_view(lexer: Lexer):
@@ -124,42 +154,35 @@ def _label_view(lexer: Lexer):
 def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
     """For every configuration, the labels that can come right before its current lexeme
     (:data:`START` for none): the last label any text reaching it has emitted, ignored
-    lexemes skipped. A fixpoint over the byte-level configuration graph, which holds every
-    token path, so the sets are supersets of what decoding meets."""
-    table = ConfigTable()
-    for c in configs:
-        table.id(c)
-    lx = Lexer(lexer.spec, table)
+    lexemes skipped. A fixpoint over the byte-level configuration graph
+    (:class:`~cad_outlines.engine.lexer_index.ByteAutomaton`), which holds every token
+    path, so the sets are supersets of what decoding meets."""
+    auto = byte_automaton(lexer)
     ignored = lexer.spec.ignored
-    edges: dict[int, list[tuple[int, int | None]]] = {}
-    todo, seen = [lx.initial], {lx.initial}
+    n = auto.n_states
+    src = np.repeat(np.arange(n), np.diff(auto.ptr).reshape(n, 256).sum(axis=1))
+    raw = np.where(np.isin(auto.raw, list(ignored)), -1, auto.raw) if ignored else auto.raw
+    edges = np.unique(np.stack([src, auto.nxt.astype(np.int64), raw]), axis=1)
+    start_bit = 1 << len(lexer.spec.labels)
+    passing: list[list[int]] = [[] for _ in range(n)]  # c -> successors reached with no label
+    ctx = [0] * n
+    for c, i, lab in edges.T.tolist():
+        if lab < 0:
+            passing[c].append(i)
+        else:
+            ctx[i] |= 1 << lab
+    ctx[0] |= start_bit  # the automaton's state 0 is the lexer's initial config
+    todo = [c for c in range(n) if ctx[c]]
     while todo:
         c = todo.pop()
-        cfg = table[c]
-        out = edges[c] = []
-        for b in range(256):
-            for c2, lab in lx.step(cfg, b):
-                i = table.id(c2)
-                out.append((i, None if lab is None or lab in ignored else lab))
-                if i not in seen:
-                    seen.add(i)
-                    todo.append(i)
-    start_bit = 1 << len(lexer.spec.labels)
-    ctx = [0] * len(table)
-    ctx[lx.initial] = start_bit
-    changed = True
-    while changed:
-        changed = False
-        for c, out in edges.items():
-            for i, lab in out:
-                add = (1 << lab) if lab is not None else ctx[c]
-                if ctx[i] | add != ctx[i]:
-                    ctx[i] |= add
-                    changed = True
+        for i in passing[c]:
+            if ctx[c] & ~ctx[i]:
+                ctx[i] |= ctx[c]
+                todo.append(i)
     names = lexer.spec.labels
     result = []
-    for q in range(len(configs)):
-        bits = ctx[q]
+    for cfg in configs:
+        bits = ctx[auto.table.id(cfg)]
         labels = tuple(names[i] for i in range(len(names)) if bits >> i & 1)
         result.append(labels + ((START,) if bits & start_bit else ()))
     return result
@@ -204,12 +227,14 @@ def _one_hop(rows: _Rows, lexer: Lexer, ga: GrammarAnalysis, contexts, limit: in
         kept = tuple(x for x in n if x < 0 or possible(q, names + (name(x),)))
         return (e, kept) if kept else None
 
-    rows.rewrite(fn)
+    classes: dict = {}
+    rows.rewrite(fn, [classes.setdefault(_contexts_or_none(contexts, q, limit), len(classes))
+                      for q in range(len(rows.rows))])
 
 
 def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
                progress: Callable[[str], None] | None = None, context_limit: int = 8,
-               window: int = 8, lr: LRGame | None = None) -> StreamlineResult:
+               window: int = 8, lr: LRGame | None = None, consume: bool = False) -> StreamlineResult:
     """The streamlined store and the rows left after each step (see the module doc).
 
     Every row is judged in the contexts its configuration can be met in
@@ -218,16 +243,18 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
     is decided exactly for sequences of up to `window` labels (context included) and by
     their windows beyond. With `lr` (an :class:`LRGame` on the grammar's parse tables),
     always-legal answers are also proved on the LALR automaton, for whole suffixes and
-    at the start of the text."""
+    at the start of the text. With `consume`, `store`'s row lists are emptied on the way
+    (memory; the caller must not use them afterwards)."""
     ga = analysis
     names, nl, name = _label_view(lexer)
     label_id = {n: i for i, n in enumerate(names)}
     steps = [StreamlineStep(STEPS[0], store.n_rows, 0.0, [len(r) for r in store.rows])]
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
+    lexer.prime_viable(byte_automaton(lexer).viable_labels())
     contexts = config_contexts(lexer, store.configs)
     context_s = time.perf_counter() - t0
-    rows = _Rows(store)
+    rows = _Rows(store, consume)
 
     def record(step: str, t0: float) -> None:
         counts = rows.count()
@@ -249,7 +276,7 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
         return tuple(canon.get(x, x) for x in e), tuple(sorted({canon.get(x, x) for x in n}))
 
     if canon:
-        rows.rewrite(interchange)
+        rows.rewrite(interchange, [0] * len(rows.rows))
     record(STEPS[1], t0)
 
     # 2. one-hop successors, in context
@@ -336,6 +363,11 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
             return (), ()
         return best, ()
 
+    # what cut/never read about a config: its contexts and its single checked label
+    classes: dict = {}
+    qclass = [classes.setdefault((_contexts_or_none(contexts, q, context_limit), single.get(q)), len(classes))
+              for q in range(len(rows.rows))]
+
     # 3. pairwise always / never
     t0 = time.perf_counter()
 
@@ -345,7 +377,7 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
             return (), ()
         return cut(q, e, n, 1)
 
-    rows.rewrite(pairwise)
+    rows.rewrite(pairwise, qclass)
     record(STEPS[3], t0)
 
     # 4. whole sequences: exact never-legal in context, then always-legal on longer suffixes
@@ -370,8 +402,12 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
         out += [(seq[i : i + window], None) for i in range(1, len(seq) - window + 1)]
         return out
 
+    met: set = set()
     for q, d in enumerate(rows.rows):
         for e, n in d:
+            if (qclass[q], e, n) in met:
+                continue
+            met.add((qclass[q], e, n))
             for seq, y in seqs_of(q, e, n):
                 for key in windows(seq, y):
                     queries[key] = None
@@ -394,7 +430,7 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
             return None
         return cut(q, e, n, ga.first_k)
 
-    rows.rewrite(whole)
+    rows.rewrite(whole, qclass)
     record(STEPS[4], t0)
     t0 = time.perf_counter()
     out = rows.to_store()

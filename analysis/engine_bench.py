@@ -1025,7 +1025,7 @@ def _report(args, results, docsets, toks, inline_notes, load_before, load_after,
         ph = b["phases_us"]
         rows_b.append((r.grammar, r.tokenizer, b["batch"], b["threads"], f"{b['singles_us']:,.0f}",
                        f"{b['batch_us']:,.0f}", f"{b['ratio']:.2f}", *(f"{x:.1f}" for x in ph)))
-    t2 += "\n\nBatches: one `fill_next_token_bitmask_batch` call (GIL released, thread pool) vs the same masks as " \
+    t_batch = "One `fill_next_token_bitmask_batch` call (GIL released, thread pool) vs the same masks as " \
           "single calls, mean over the rounds; and where one mask's time goes (native phases, us per mask, same " \
           "positions: replaying the labels completed beyond the committed parser, walking the row trie against " \
           "the parser, OR-ing the passing token sets into the bitmask, clearing special tokens and the EOS check)." \
@@ -1106,6 +1106,7 @@ def _report(args, results, docsets, toks, inline_notes, load_before, load_after,
         "with the other engines). \"allowed_mask\": the bool form, timed right after it at the same positions (not "
         "part of the comparison; the difference is the cost of packing the bool mask into int32 words). Parser "
         "calls: `Matcher.parser_checks` added by one mask computation / by one `advance`.\n\n" + t2,
+        "## Batches, and where a mask's time goes\n\n" + t_batch,
         "## Side by side on the same documents and tokens\n\n\"ours/it\": our statistic divided by the other "
         "engine's, both over the positions the other engine computed (> 1: we are slower). An engine that rejects "
         "a document's token stops on that document; \"budget out\": it was stopped when its summed mask time passed "

@@ -144,13 +144,15 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
             warnings.warn(f"rebuilding the compiled grammar: {e}", stacklevel=2)
             prof.phases.clear()
     prof.start(progress)
-    compiled = objects(prof)
-    with prof.phase("flat arrays"):
-        flat = compiled.flat
-        flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=compiled.grammar_hash)
-        if fpath is not None:
-            flat.save(fpath)
-    prof.finish()
+    try:
+        compiled = objects(prof)
+        with prof.phase("flat arrays"):
+            flat = compiled.flat
+            flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=compiled.grammar_hash)
+            if fpath is not None:
+                flat.save(fpath)
+    finally:
+        prof.finish()  # the bar is closed also when the grammar is refused
     return compiled
 
 

@@ -70,7 +70,8 @@ class CompileProfile:
         if progress:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(desc="compile", total=planned, unit="phase", leave=False)
+            # on a terminal only (disable=None): a log or a captured stream gets no bar lines
+            self._bar = tqdm(desc="compile", total=planned, unit="phase", leave=False, disable=None)
 
     def finish(self) -> None:
         if self._bar is not None:

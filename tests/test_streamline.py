@@ -14,7 +14,7 @@ from cad_outlines.engine.streamline import STEPS, config_contexts, one_hop_only,
 from cad_outlines.engine.vocabulary import Vocabulary
 from cad_outlines.grammar_report import analyze_grammar
 from tests.fixture_data import require_shared
-from tests.test_engine import JSON, ToyVocab
+from tests.test_engine import JSON, ToyVocab, index_equals_scalar
 
 PY = r"""
 start: (_NEWLINE | stmt)*
@@ -138,37 +138,6 @@ def test_analyze_report_round_trip(small_data, tmp_path):
     assert "Interchangeable terminals" in files[0].read_text()
 
 
-def _index_equals_scalar(lexer, vocab):
-    from cad_outlines.engine.lexer import INDENT_BASE
-    from cad_outlines.engine.lexer_index import TokenBytes, _Indexer
-
-    tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
-    indexer = _Indexer(lexer, tokens)
-    todo, seen = [lexer.initial], {lexer.initial}
-    while todo:
-        cfg = todo.pop()
-        outcomes: dict[int, set] = {}
-        for end, emitted, rows in indexer.index(cfg):
-            for r in rows:
-                outcomes.setdefault(int(tokens.ids[r]), set()).add((end, emitted))
-            if end not in seen:
-                seen.add(end)
-                todo.append(end)
-        # from inside a NEWLINE lexeme the index gives the indentation relative to the one
-        # carried in (flag 0 unless a line break was read); the scalar run, given 0 carried
-        # in, calls it absolute: compare the values
-        carried = lexer.table[cfg].owner == lexer.spec.indent_owner
-
-        def norm(em):
-            return tuple((x - INDENT_BASE) >> 1 if carried and x >= INDENT_BASE else x for x in em)
-
-        for tok in tokens.ids:
-            scalar = {(e, norm(em)) for e, em, _ in lexer.run(cfg, vocab.token_bytes[tok])}
-            got = {(e, norm(em)) for e, em in outcomes.get(int(tok), set())}
-            assert scalar == got, (lexer.table[cfg], vocab.token_bytes[tok])
-    return seen
-
-
 def test_shared_walk_equals_scalar_lexer_under_an_indenter():
     """The byte-automaton walk, parts shared across configs, carries NEWLINE indentation
     exactly as the scalar lexer does (relative in a carried lexeme, absolute after a break)."""
@@ -177,7 +146,7 @@ def test_shared_walk_equals_scalar_lexer_under_an_indenter():
 
     lexer = Lexer(lexer_spec_from_lark(load_lark(PY)))
     assert lexer.spec.indent_owner is not None
-    seen = _index_equals_scalar(lexer, ToyVocab.make())
+    seen = index_equals_scalar(lexer, ToyVocab.make())
     assert len(seen) > 10
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..edits.program import COPY_OPEN, Copy, ProgramScanner, ProgramSyntaxError
+from ..edits.program import COPY_OPEN, ProgramScanner, ProgramSyntaxError
 from ..engine import matcher as matcher_module
 from ..engine.compiled import CompiledGrammar
 from ..engine.matcher import InvalidTokenError, Matcher

@@ -5,6 +5,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,10 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace cad {
+
+// A batch whose masks look cheaper than this in all (from the first one's time) runs on the
+// calling thread alone.
+constexpr int BATCH_INLINE_US = 60;
 
 // The grammar plus references that keep its arrays (memory-mapped or not) alive.
 struct PyGrammar {
@@ -150,11 +155,22 @@ NB_MODULE(_core, m) {
               }
               uint32_t* base = reinterpret_cast<uint32_t*>(out.data());
               nb::gil_scoped_release release;
-              parallel_for(matchers.size(), [&](size_t i) {
+              auto fill = [&](size_t i) {
                   uint32_t* row = base + size_t(rows[i]) * W;
                   std::fill(row, row + W, 0u);
                   matchers[i]->fill_mask(row, thread_scratch());
-              });
+              };
+              // The first mask, timed, tells whether the rest is worth waking the pool for: for
+              // cheap masks (a few microseconds each) waking a thread costs more than it saves.
+              auto t0 = std::chrono::steady_clock::now();
+              fill(0);
+              auto first = std::chrono::steady_clock::now() - t0;
+              const size_t rest = matchers.size() - 1;
+              if (first * rest < std::chrono::microseconds(BATCH_INLINE_US)) {
+                  for (size_t i = 1; i <= rest; ++i) fill(i);
+              } else {
+                  parallel_for(rest, [&](size_t i) { fill(i + 1); });
+              }
           }, "matchers"_a, "bitmask"_a, "rows"_a,
           "Fill row rows[i] of `bitmask` with matcher i's mask, all at once on the thread pool with the GIL "
           "released.");

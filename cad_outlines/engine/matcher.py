@@ -182,14 +182,23 @@ def fill_next_token_bitmask_batch(matchers: Sequence[Matcher | None], bitmask: n
     ``None`` entries are skipped (their rows are left as they are)."""
     if bitmask.dtype != np.int32 or bitmask.ndim != 2 or not bitmask.flags.c_contiguous:
         raise ValueError("bitmask must be a C-contiguous 2-D int32 array (batch, words)")
-    rows = list(range(len(matchers))) if rows is None else list(rows)
-    if len(rows) != len(matchers):
-        raise ValueError(f"{len(rows)} rows for {len(matchers)} matchers")
-    natives, where, module = [], [], None
-    for m, r in zip(matchers, rows):
-        if m is not None:
-            natives.append(m._m)
-            where.append(int(r))
-            module = m.grammar.native_module
+    if rows is None:
+        if None in matchers:
+            where = [i for i, m in enumerate(matchers) if m is not None]
+            natives = [matchers[i]._m for i in where]
+        else:
+            where, natives = list(range(len(matchers))), [m._m for m in matchers]
+    else:
+        rows = list(rows)
+        if len(rows) != len(matchers):
+            raise ValueError(f"{len(rows)} rows for {len(matchers)} matchers")
+        pairs = [(m._m, int(r)) for m, r in zip(matchers, rows) if m is not None]
+        natives, where = [p[0] for p in pairs], [p[1] for p in pairs]
     if natives:
-        module.fill_batch(natives, bitmask, where)
+        _core().fill_batch(natives, bitmask, where)
+
+
+def _core():
+    from .._native import core
+
+    return core()

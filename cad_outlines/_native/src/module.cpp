@@ -55,24 +55,12 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta) {
     ARR(s_kind); ARR(s_off); ARR(s_len); ARR(s_ids); ARR(s_words);
     ARR(v_allowed); ARR(v_eos); ARR(v_bytes_off); ARR(v_bytes);
 #undef ARR
-    g.n_states = meta_int(meta, "n_states");
-    g.n_terms = meta_int(meta, "n_terms");
-    g.n_nonterms = meta_int(meta, "n_nonterms");
-    g.start_state = meta_int(meta, "start_state");
-    g.end_state = meta_int(meta, "end_state");
-    g.end_term = meta_int(meta, "end_term");
+#define META(name) g.name = meta_int(meta, #name)
+    META(n_states); META(n_terms); META(n_nonterms); META(start_state); META(end_state); META(end_term);
+    META(nl_term); META(indent_term); META(dedent_term); META(parser_tab_len); META(n_terminals);
+    META(indent_label); META(indent_owner); META(tab_len); META(n_labels); META(vocab_size); META(n_words);
+#undef META
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
-    g.nl_term = meta_int(meta, "nl_term");
-    g.indent_term = meta_int(meta, "indent_term");
-    g.dedent_term = meta_int(meta, "dedent_term");
-    g.parser_tab_len = meta_int(meta, "parser_tab_len");
-    g.n_terminals = meta_int(meta, "n_terminals");
-    g.indent_label = meta_int(meta, "indent_label");
-    g.indent_owner = meta_int(meta, "indent_owner");
-    g.tab_len = meta_int(meta, "tab_len");
-    g.n_labels = meta_int(meta, "n_labels");
-    g.vocab_size = meta_int(meta, "vocab_size");
-    g.n_words = meta_int(meta, "n_words");
     // sizes that indexing relies on
     if (g.p_action.size() != size_t(g.n_states) * g.n_terms || g.v_allowed.size() != size_t(g.n_words) ||
         g.v_bytes_off.size() != size_t(g.vocab_size) + 1 || g.t_root.size() != g.n_configs() ||

@@ -173,7 +173,7 @@ def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
                 start_state=tables.start_state, end_state=tables.end_state, end_term=term_id[END],
                 has_indenter=ind is not None,
                 nl_term=term_id[ind.nl_type] if ind else -1, indent_term=term_id[ind.indent_type] if ind else -1,
-                dedent_term=term_id[ind.dedent_type] if ind else -1, parser_tab_len=ind.tab_len if ind else 8,
+                dedent_term=term_id[ind.dedent_type] if ind else -1,
                 term_names=term_names, start=tables.start)
 
 

@@ -27,7 +27,7 @@ struct Grammar {
     View<uint8_t> p_open, p_close;
     int32_t n_states = 0, n_terms = 0, n_nonterms = 0, start_state = 0, end_state = 0, end_term = -1;
     bool has_indenter = false;
-    int32_t nl_term = -1, indent_term = -1, dedent_term = -1, parser_tab_len = 8;
+    int32_t nl_term = -1, indent_term = -1, dedent_term = -1;
 
     // lexer: all automata states in one global range
     View<int32_t> l_trans, l_label, l_shadow, l_dead, l_auto_off, l_guard, l_first, l_comp, l_starters;

@@ -57,7 +57,7 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta) {
 #undef ARR
 #define META(name) g.name = meta_int(meta, #name)
     META(n_states); META(n_terms); META(n_nonterms); META(start_state); META(end_state); META(end_term);
-    META(nl_term); META(indent_term); META(dedent_term); META(parser_tab_len); META(n_terminals);
+    META(nl_term); META(indent_term); META(dedent_term); META(n_terminals);
     META(indent_label); META(indent_owner); META(tab_len); META(n_labels); META(vocab_size); META(n_words);
 #undef META
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);

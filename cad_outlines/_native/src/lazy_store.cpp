@@ -48,15 +48,18 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
     auto found = parts_.find(key);
     if (found != parts_.end()) return found->second;
     std::vector<Group>& out = parts_[key];
-    std::unordered_map<uint64_t, size_t> group_of;
-    auto record = [&](int32_t node, const std::vector<Item>& items) {
+    std::unordered_map<uint64_t, int32_t> group_of;
+    auto record = [&](int32_t node, std::vector<Item>& items) {
         int32_t t0 = trie_->tok_off[node], t1 = trie_->tok_off[node + 1];
         if (t0 == t1) return;
-        for (const Item& it : items) {
-            uint64_t gk = (uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid);
-            auto [pos, fresh] = group_of.emplace(gk, out.size());
-            if (fresh) out.push_back(Group{it.state, it.eid, {}});
-            auto& toks = out[pos->second].tokens;
+        for (Item& it : items) {
+            if (it.group < 0) {
+                uint64_t gk = (uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid);
+                auto [pos, fresh] = group_of.emplace(gk, int32_t(out.size()));
+                if (fresh) out.push_back(Group{it.state, it.eid, {}});
+                it.group = pos->second;
+            }
+            auto& toks = out[it.group].tokens;
             toks.insert(toks.end(), trie_->tok_ids.begin() + t0, trie_->tok_ids.begin() + t1);
         }
     };
@@ -91,8 +94,9 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
                 const int32_t st2 = a_.nxt[e];
                 const int32_t eid2 = lab >= 0 ? extend(it.eid, lab) : it.eid;
                 if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
-                Item n{st2, acc2, abs2, eid2};
-                if (std::find(nxt.begin(), nxt.end(), n) == nxt.end()) nxt.push_back(n);
+                // the same state and labels: the same group (a self-loop, most bytes of most lexemes)
+                Item n{st2, acc2, abs2, eid2, st2 == it.state && eid2 == it.eid ? it.group : -1};
+                if (nxt.empty() || std::find(nxt.begin(), nxt.end(), n) == nxt.end()) nxt.push_back(n);
             }
         }
         ++walked_;
@@ -106,40 +110,57 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
     return out;
 }
 
-int32_t LazyStore::intern_set(std::vector<int32_t>& ids) {
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    uint64_t h = 1469598103934665603ull ^ ids.size();
-    for (int32_t x : ids) h = (h ^ uint32_t(x)) * 1099511628211ull;
+int32_t LazyStore::intern_union(const std::vector<const std::vector<int32_t>*>& lists) {
+    const size_t W = size_t(g_.n_words), dense_from = std::max<size_t>(64, W / 2);  // as flat_grammar.py
+    size_t total = 0;
+    for (auto* l : lists) total += l->size();
+    ids_.clear();
+    if (total <= 4 * W) {  // few tokens: sort them
+        for (auto* l : lists) ids_.insert(ids_.end(), l->begin(), l->end());
+        std::sort(ids_.begin(), ids_.end());
+        ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+        if (ids_.size() <= dense_from) return intern(ids_.data(), ids_.size(), nullptr);
+    }
+    words_.assign(W, 0u);  // many: a bitset, no sort
+    if (!ids_.empty())
+        for (int32_t x : ids_) words_[x >> 5] |= 1u << (x & 31);
+    else
+        for (auto* l : lists)
+            for (int32_t x : *l) words_[x >> 5] |= 1u << (x & 31);
+    size_t count = 0;
+    for (uint32_t w : words_) count += size_t(__builtin_popcount(w));
+    if (count > dense_from) return intern(nullptr, count, words_.data());
+    ids_.clear();
+    for (size_t i = 0; i < W; ++i)
+        for (uint32_t w = words_[i]; w; w &= w - 1) ids_.push_back(int32_t(i * 32 + __builtin_ctz(w)));
+    return intern(ids_.data(), ids_.size(), nullptr);
+}
+
+int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
+    // a set of n tokens: sorted `ids` (sparse) or `words` (dense, n > dense_from)
+    const size_t W = size_t(g_.n_words);
+    uint64_t h = 1469598103934665603ull ^ n;
+    if (words)
+        for (size_t i = 0; i < W; ++i) h = (h ^ words[i]) * 1099511628211ull;
+    else
+        for (size_t i = 0; i < n; ++i) h = (h ^ uint32_t(ids[i])) * 1099511628211ull;
     auto& same = set_index_[h];
     for (int32_t sid : same) {
-        if (size_t(s_len_[sid]) != ids.size()) continue;
-        if (s_kind_[sid] == 0) {
-            if (std::equal(ids.begin(), ids.end(), s_ids_.begin() + s_off_[sid])) return sid;
-        } else {
-            const uint32_t* w = s_words_.data() + s_off_[sid];
-            bool all = true;
-            for (int32_t x : ids)
-                if (!(w[x >> 5] >> (x & 31) & 1)) {
-                    all = false;
-                    break;
-                }
-            if (all) return sid;
-        }
+        if (size_t(s_len_[sid]) != n || bool(s_kind_[sid]) != bool(words)) continue;
+        if (words ? std::equal(words, words + W, s_words_.begin() + s_off_[sid])
+                  : std::equal(ids, ids + n, s_ids_.begin() + s_off_[sid]))
+            return sid;
     }
     const int32_t sid = int32_t(s_kind_.size());
-    const size_t W = size_t(g_.n_words), dense_from = std::max<size_t>(64, W / 2);  // as flat_grammar.py
-    s_len_.push_back(int32_t(ids.size()));
-    if (ids.size() > dense_from) {
+    s_len_.push_back(int32_t(n));
+    if (words) {
         s_kind_.push_back(1);
         s_off_.push_back(int64_t(s_words_.size()));
-        s_words_.resize(s_words_.size() + W, 0u);
-        uint32_t* w = s_words_.data() + s_off_.back();
-        for (int32_t x : ids) w[x >> 5] |= 1u << (x & 31);
+        s_words_.insert(s_words_.end(), words, words + W);
     } else {
         s_kind_.push_back(0);
         s_off_.push_back(int64_t(s_ids_.size()));
-        s_ids_.insert(s_ids_.end(), ids.begin(), ids.end());
+        s_ids_.insert(s_ids_.end(), ids, ids + n);
     }
     same.push_back(sid);
     return sid;
@@ -192,7 +213,7 @@ void LazyStore::build(int32_t q) {
         std::vector<std::pair<int32_t, int32_t>> rows;  // (entered id, set id)
     };
     std::vector<Node> tree(1);
-    std::vector<int32_t> free_ids, ids;
+    std::vector<const std::vector<int32_t>*> free_lists;
     for (auto& [key, lists] : rows) {
         const auto& [labels, ent] = key;
         const bool free = labels.empty() &&
@@ -200,12 +221,10 @@ void LazyStore::build(int32_t q) {
                            std::any_of(g_.e_labels.p + g_.e_off[ent], g_.e_labels.p + g_.e_off[ent + 1],
                                        [](int32_t x) { return x < 0; }));
         if (free) {
-            for (auto* l : lists) free_ids.insert(free_ids.end(), l->begin(), l->end());
+            free_lists.insert(free_lists.end(), lists.begin(), lists.end());
             continue;
         }
-        ids.clear();
-        for (auto* l : lists) ids.insert(ids.end(), l->begin(), l->end());
-        const int32_t sid = intern_set(ids);
+        const int32_t sid = intern_union(lists);
         int32_t node = 0;
         for (int32_t elem : labels) {
             auto it = tree[node].children.find(elem);
@@ -220,7 +239,7 @@ void LazyStore::build(int32_t q) {
         }
         tree[node].rows.push_back({ent, sid});
     }
-    uncond_[q] = free_ids.empty() ? -1 : intern_set(free_ids);
+    uncond_[q] = free_lists.empty() ? -1 : intern_union(free_lists);
     const int32_t base = int32_t(row_off_.size()) - 1;
     std::vector<int32_t> order{0};
     for (size_t k = 0; k < order.size(); ++k) {

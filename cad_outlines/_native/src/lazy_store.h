@@ -51,6 +51,7 @@ private:
         int32_t state, acc;
         bool absolute;
         int32_t eid;
+        int32_t group = -1;  // index of the (state, eid) group in the part, once looked up
         bool operator==(const Item& o) const {
             return state == o.state && acc == o.acc && absolute == o.absolute && eid == o.eid;
         }
@@ -58,7 +59,9 @@ private:
     const std::vector<Group>& part(int32_t state, int32_t acc, bool absolute, int first_byte);
     int32_t extend(int32_t eid, int32_t label);
     void emitted_of(int32_t eid, std::vector<int32_t>& out) const;
-    int32_t intern_set(std::vector<int32_t>& ids);
+    // The set id of the union of token lists (stored once: equal sets share an id).
+    int32_t intern_union(const std::vector<const std::vector<int32_t>*>& lists);
+    int32_t intern(const int32_t* ids, size_t n, const uint32_t* words);
     void refresh_views();
 
     Grammar& g_;
@@ -75,6 +78,8 @@ private:
     std::vector<int64_t> s_off_;
     std::vector<int32_t> s_len_, s_ids_;
     std::vector<uint32_t> s_words_;
+    std::vector<uint32_t> words_;  // scratch bitset
+    std::vector<int32_t> ids_;     // scratch ids
 };
 
 }  // namespace cad

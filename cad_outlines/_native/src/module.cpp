@@ -187,6 +187,11 @@ NB_MODULE(_core, m) {
                  std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
                  return p.g.n_sets();
              })
+        .def_prop_ro("walked_nodes", [](const PyGrammar& p) -> size_t {
+                 if (!p.lazy) return 0;
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.lazy->walked_nodes();
+             }, "trie nodes walked by the lazy builds so far")
         .def("is_built", [](const PyGrammar& p, int32_t cfg) {
                  if (cfg < 0 || size_t(cfg) >= p.g.n_configs())
                      throw std::invalid_argument("no lexer configuration " + std::to_string(cfg));

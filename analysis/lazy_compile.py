@@ -31,6 +31,7 @@ from .report import markdown_table, write_report
 DESCRIPTION = "lazy grammars: time to first mask vs llguidance/xgrammar, first-use cost, lazy == eager masks"
 
 REPO = Path(__file__).resolve().parent.parent
+PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays", "matcher + first mask")
 
 
 def add_arguments(parser) -> None:
@@ -43,18 +44,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
 
 
-def _first_mask_ours(path: Path, vocab, start, cache: Path) -> tuple[float, float, int]:
-    """(seconds to the first mask, of which compile/load, configurations built)."""
+def _first_mask_ours(path: Path, vocab, start, cache: Path, phases: dict | None = None) -> tuple[float, float, int]:
+    """(seconds to the first mask, of which compile/load, configurations built); the
+    compile's phases are added to `phases` (name -> list of seconds)."""
     from cad_outlines.engine.compile import compile_grammar
+    from cad_outlines.engine.compile_profile import CompileProfile
     from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask
 
+    prof = CompileProfile()
     t0 = time.perf_counter()
-    g = compile_grammar(path, vocab, start=start, cache=cache, progress=False, lazy=True)
+    g = compile_grammar(path, vocab, start=start, cache=cache, progress=False, lazy=True, profile=prof)
     t1 = time.perf_counter()
     m = Matcher(g)
     buf = allocate_token_bitmask(1, vocab.size)
     m.fill_next_token_bitmask(buf[0])
     t2 = time.perf_counter()
+    if phases is not None:
+        for p in prof.phases:
+            phases.setdefault(p.name, []).append(p.seconds)
+        phases.setdefault("matcher + first mask", []).append(t2 - t1)
     return t2 - t0, t1 - t0, g.native.configs_built
 
 
@@ -197,16 +205,16 @@ def run(args) -> int:
                   f"{t2 - t1:.2f}"])
 
     # 1. time to first mask
-    ttfm_rows, refusals, notes = [], [], []
+    ttfm_rows, refusals, notes, phase_rows = [], [], [], []
     for gname in grammars:
         spec = GRAMMARS[gname]
         gpath = _resolve(spec.path, data)
         print(f"== time to first mask: {gname}", flush=True)
-        new, seen, comp, built = [], [], [], 0
+        new, seen, comp, built, phases = [], [], [], 0, {}
         for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as d:
                 gc.collect()
-                total, c, built = _first_mask_ours(gpath, vocab, spec.start, Path(d))
+                total, c, built = _first_mask_ours(gpath, vocab, spec.start, Path(d), phases)
                 new.append(total)
                 comp.append(c)
                 gc.collect()
@@ -227,6 +235,7 @@ def run(args) -> int:
         if note:
             notes.append(f"- `{gname}`: peers get the grammar with its {note} (as in the engine benchmark).")
         ttfm_rows.append(row)
+        phase_rows.append([gname] + [_median_ms(phases[k]) if k in phases else "-" for k in PHASES])
 
     # 2. first use of configurations while decoding, lazy vs eager masks
     decode_rows = []
@@ -323,7 +332,10 @@ def run(args) -> int:
         markdown_table(["grammar", "ours new grammar ms", "of which compile ms", "ours seen before ms",
                         "configs built", "llguidance ms", "ours / llguidance", "xgrammar ms", "ours / xgrammar"],
                        ttfm_rows), "",
-        *notes, *(["", "Refusals:", *refusals] if refusals else []), "",
+        *notes, "", "Where a new grammar's time goes (median ms per phase of the same runs; \"lexer configurations\" is "
+        "the byte automaton and its viable labels, in Python; \"flat arrays\" includes writing the file):", "",
+        markdown_table(["grammar", *PHASES], phase_rows), "",
+        *(["Refusals:", *refusals, ""] if refusals else []),
         "## 2. First use of configurations while decoding (Qwen2.5)", "",
         "A fresh lazy grammar teacher-forced through the documents; each configuration a position needs that is not "
         "built yet is built on its own and timed (`first use` columns, milliseconds); then both masks, lazy and eager "

@@ -177,7 +177,9 @@ def test_special_tokens_are_never_allowed(vocab, json_grammar):
 
 def test_store_round_trips_through_the_cache(vocab, tmp_path):
     first = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    assert not list(tmp_path.glob("store-*.npz"))  # a streamlined compile writes only what it uses
     raw = compile_grammar(JSON, vocab, cache=False, progress=False, streamline=False)
+    compile_grammar(JSON, vocab, cache=tmp_path, progress=False, streamline=False)
     files = list(tmp_path.glob("store-*.npz"))
     streamlined = list(tmp_path.glob("streamlined-*.npz"))
     assert len(files) == 1 and len(streamlined) == 1

@@ -233,7 +233,7 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
             store = _load(spath, lexer)
     else:
         if path is not None and path.is_file():
-            prof.skip(4)
+            prof.skip(3)
             with prof.phase("load store"):
                 store = _load(path, lexer)
         else:
@@ -248,11 +248,9 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
                 wall, cpu = timings.get(name, (0.0, 0.0))
                 prof.add(name, wall, cpu, f"{len(store.configs):,} configs, {store.n_rows:,} rows"
                          if name == "store rows" else "")
-            if path is not None:
+            if path is not None and not streamline:  # a streamlined compile keeps only what it uses
                 with prof.phase("save store"):
                     _save(store, path)
-            else:
-                prof.skip(1)
         if streamline:
             with prof.phase("grammar analysis"):
                 analysis = GrammarAnalysis.from_lark(lk, start)

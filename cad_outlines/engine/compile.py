@@ -181,11 +181,8 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     return compiled
 
 
-def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
-                  profile: CompileProfile):
-    """The grammar-only phases: (objects without a store, the lexer's byte automaton), for
-    :func:`~.flat_grammar.flatten_lazy`."""
-    prof = profile
+def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postlex, prof: CompileProfile):
+    """lark load, terminal automata (checked), parse tables: (lark, start, spec, tables, indenter)."""
     with prof.phase("lark load"):
         lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
         start = start or lk.options.start[0]
@@ -195,7 +192,15 @@ def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, 
     with prof.phase("parse tables"):
         tables = ParseTables(lk, start)
     pl = lk.options.postlex
-    indenter = IndentTracker.from_postlex(pl) if pl is not None else None
+    return lk, start, spec, tables, IndentTracker.from_postlex(pl) if pl is not None else None
+
+
+def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
+                  profile: CompileProfile):
+    """The grammar-only phases: (objects without a store, the lexer's byte automaton), for
+    :func:`~.flat_grammar.flatten_lazy`."""
+    prof = profile
+    lk, start, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
     with prof.phase("lexer configurations"):
         auto = byte_automaton(Lexer(spec))
         lexer = Lexer(spec, table=auto.table)  # configuration ids = automaton states
@@ -212,17 +217,8 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
     """The Python objects: lark load, terminal automata, mask store (cached as .npz),
     streamlining; each phase recorded in `profile` (started by the caller)."""
     prof = profile
-    with prof.phase("lark load"):
-        lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
-        start = start or lk.options.start[0]
-    with prof.phase("terminal DFAs"):
-        spec = lexer_spec_from_lark(lk)
-        check_language(lk, spec, start)
-        lexer = Lexer(spec)
-    with prof.phase("parse tables"):
-        tables = ParseTables(lk, start)
-    pl = lk.options.postlex
-    indenter = IndentTracker.from_postlex(pl) if pl is not None else None
+    lk, start, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
+    lexer = Lexer(spec)
     fingerprint = grammar_fingerprint(lk)
     key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
     path = folder / f"store-{key}.npz" if folder else None

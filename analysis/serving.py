@@ -213,7 +213,7 @@ def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
 
 
 def run_cad(editor, cases, encode) -> MethodResult:
-    from cad_outlines.serving.backends import stream_edits
+    from cad_outlines.serving.edit_run import stream_edits
 
     edits = []
     for c in cases:
@@ -316,7 +316,7 @@ def run(args) -> int:
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
         editor = ServedEditor.from_llm(llm)
         warm = editor.new_edit("a = 1\nb = 2\n", "x", script='<copy lines="1-1"/><gen>b = 3\n</gen></program>')
-        from cad_outlines.serving.backends import run_edits
+        from cad_outlines.serving.edit_run import run_edits
 
         run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
         for n in sizes:

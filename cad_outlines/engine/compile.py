@@ -14,11 +14,11 @@ import lark
 from ..grammars import grammar_source
 from .compiled import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
-from .flat_grammar import FlatFileError, FlatGrammar
+from .flat_grammar import FlatFileError, FlatGrammar, flatten_lazy
 from .grammar_checks import check_language, missing_start_error
 from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
-from .lexer_index import TokenBytes
+from .lexer_index import TokenBytes, byte_automaton
 from .mask_store import MaskStore, build_mask_store
 from .parser import IndentTracker, ParseTables
 from .streamline import streamline as streamline_store
@@ -30,6 +30,7 @@ __all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 FLAT_VERSION = "2"  # bump whenever the flat arrays (flat_grammar.py) change
+LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
 
 
 def cache_dir() -> Path:
@@ -107,7 +108,8 @@ def source_key(grammar: str | Path, vocab: Vocabulary, *, start: str | None = No
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
                     postlex="auto", cache: bool | str | Path = True, progress: bool = True,
-                    streamline: bool = True, profile: CompileProfile | None = None) -> CompiledGrammar:
+                    streamline: bool = True, lazy: bool = False, profile: CompileProfile | None = None
+                    ) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
     `grammar` is a shipped grammar's name (``"json"``, ``"python"``, ``"sql"``,
@@ -118,7 +120,11 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     running lark. A cached file that is truncated, corrupt, of another version or for
     another vocabulary is rebuilt, never trusted. With `streamline` (the default) the
     store is the one rewritten by grammar analysis (:mod:`.streamline`; same masks,
-    fewer parser questions). `profile` (a :class:`~.compile_profile.CompileProfile`)
+    fewer parser questions). With `lazy`, no store is built here: the native core builds
+    each lexer configuration's rows the first time a mask needs them (same masks; the
+    rows are not streamlined), so a new grammar is usable after its grammar-only phases
+    (lark, terminal automata, parse tables, the lexer's byte automaton). `profile` (a
+    :class:`~.compile_profile.CompileProfile`)
     gets the time and peak memory of every phase of a build. Raises
     :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the terminal for a
     construct that cannot be compiled or never matches, and naming the rule for a missing
@@ -126,10 +132,15 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     """
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
-    fpath = folder / f"flat-{source_key(grammar, vocab, **options)}.bin" if folder else None
+    prefix = "lazy" if lazy else "flat"
+    key = source_key(grammar, vocab, **{**options, "streamline": streamline and not lazy})
+    fpath = folder / f"{prefix}-{key}.bin" if folder else None
 
     def objects(prof: CompileProfile | None = None) -> CompiledGrammar:
         return _compile_objects(grammar, vocab, folder=folder, progress=progress, profile=prof, **options)
+
+    def reference():  # the Python objects of the eager build (analyses, reference matcher)
+        return objects(CompileProfile())._reference()
 
     prof = profile if profile is not None else CompileProfile()
     if fpath is not None and fpath.is_file():
@@ -138,11 +149,25 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                 flat = FlatGrammar.load(fpath)
             if flat.meta.get("vocab_hash") != vocab.content_hash:
                 raise FlatFileError(f"{fpath}: built for another vocabulary")
-            return CompiledGrammar(vocab, grammar_hash=flat.meta["grammar_hash"], streamlined=streamline, flat=flat,
-                                   reference_loader=lambda: objects(CompileProfile())._reference())
+            return CompiledGrammar(vocab, grammar_hash=flat.meta["grammar_hash"], streamlined=streamline and not lazy,
+                                   flat=flat, reference_loader=reference)
         except (FlatFileError, KeyError) as e:
             warnings.warn(f"rebuilding the compiled grammar: {e}", stacklevel=2)
             prof.phases.clear()
+    if lazy:
+        prof.start(progress, planned=len(LAZY_PHASES))
+        try:
+            g, auto = _compile_lazy(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
+                                    profile=prof)
+            with prof.phase("flat arrays"):
+                flat = flatten_lazy(g, auto)
+                flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=g.grammar_hash)
+                if fpath is not None:
+                    flat.save(fpath)
+        finally:
+            prof.finish()
+        return CompiledGrammar(vocab, grammar_hash=flat.meta["grammar_hash"], streamlined=False, flat=flat,
+                               reference_loader=reference)
     prof.start(progress)
     try:
         compiled = objects(prof)
@@ -154,6 +179,31 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     finally:
         prof.finish()  # the bar is closed also when the grammar is refused
     return compiled
+
+
+def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
+                  profile: CompileProfile):
+    """The grammar-only phases: (objects without a store, the lexer's byte automaton), for
+    :func:`~.flat_grammar.flatten_lazy`."""
+    prof = profile
+    with prof.phase("lark load"):
+        lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
+        start = start or lk.options.start[0]
+    with prof.phase("terminal DFAs"):
+        spec = lexer_spec_from_lark(lk)
+        check_language(lk, spec, start)
+    with prof.phase("parse tables"):
+        tables = ParseTables(lk, start)
+    pl = lk.options.postlex
+    indenter = IndentTracker.from_postlex(pl) if pl is not None else None
+    with prof.phase("lexer configurations"):
+        auto = byte_automaton(Lexer(spec))
+        lexer = Lexer(spec, table=auto.table)  # configuration ids = automaton states
+        lexer.prime_viable(auto.viable_labels())
+        note = f"{auto.n_states:,} configs, {len(auto.nxt):,} byte edges"
+    prof.phases[-1].note = note
+    g = CompiledGrammar(vocab, lexer, None, tables, indenter, grammar_fingerprint(lk), streamlined=False)
+    return g, auto
 
 
 def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,

@@ -14,6 +14,8 @@ from .vocabulary import Vocabulary
 
 __all__ = ["CompiledGrammar", "RowTrie"]
 
+_VOCAB_TRIES: dict[str, object] = {}  # vocabulary content hash -> native VocabTrie
+
 
 class RowTrie:
     """Rows sharing emitted-label prefixes share a path; `rows` holds (entered, set id)
@@ -96,6 +98,7 @@ class CompiledGrammar:
         meta = self.flat.meta
         return (f"CompiledGrammar(start={meta.get('start')!r}, terminals={meta.get('n_labels')}, "
                 f"lexer_configs={meta.get('n_configs')}, vocab={self.vocab_size}, streamlined={self.streamlined}, "
+                f"{'lazy=True, ' if meta.get('lazy') else ''}"
                 f"indenter={bool(meta.get('has_indenter'))}, grammar_hash={self.grammar_hash[:12]!r})")
 
     # -- the native runtime ------------------------------------------------------------
@@ -119,8 +122,24 @@ class CompiledGrammar:
         """The native core's grammar object over :attr:`flat` (shared by all matchers)."""
         if self._native is None:
             flat = self.flat
-            self._native = self.native_module.Grammar(flat.arrays, flat.meta)
+            trie = self.vocab_trie() if flat.meta.get("lazy") else None
+            self._native = self.native_module.Grammar(flat.arrays, flat.meta, trie)
         return self._native
+
+    @property
+    def lazy(self) -> bool:
+        """The store is built by the native core on first use (``compile_grammar(..., lazy=True)``)."""
+        return bool(self.flat.meta.get("lazy"))
+
+    def vocab_trie(self):
+        """The native byte trie of this vocabulary, built once per process and shared by
+        every lazy grammar of the vocabulary (keyed by its content hash)."""
+        trie = _VOCAB_TRIES.get(self.vocab.content_hash)
+        if trie is None:
+            flat = self.flat
+            trie = self.native_module.VocabTrie(flat["v_bytes_off"], flat["v_bytes"], flat["v_allowed"])
+            _VOCAB_TRIES[self.vocab.content_hash] = trie
+        return trie
 
     @functools.cached_property
     def byte_token_ids(self) -> np.ndarray:

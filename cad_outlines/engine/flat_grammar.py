@@ -32,6 +32,12 @@ Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data
 - token sets ``s_*``: kind 0 = sorted ids (``s_ids[s_off : s_off + s_len]``), kind 1 =
   a bitset of ``n_words`` uint32 words at ``s_words[s_off :]`` (dense sets, and every
   complemented set).
+- lazy grammars (``meta["lazy"]``, ``compile_grammar(..., lazy=True)``) have no ``t_*``
+  and ``s_*`` arrays: the native core builds a configuration's rows on first use from
+  the lexer's byte automaton ``a_*`` (``a_ptr`` CSR by state * 256 + byte, per edge
+  ``a_nxt``, ``a_lab``, ``a_kind``, ``a_ends_nl``; per state ``a_in_nl``), and
+  ``c_ent`` (each configuration's entered-label set as an ``e_off`` id, -1: it cannot
+  end). Its configurations are all the byte automaton's states.
 - vocabulary ``v_*``: ``v_allowed`` bitset of ids that may ever be allowed (not
   special), ``v_eos``, token bytes (CSR ``v_bytes_off``/``v_bytes``).
 """
@@ -51,8 +57,9 @@ from .parser import END
 
 if TYPE_CHECKING:
     from .compiled import CompiledGrammar
+    from .lexer_index import ByteAutomaton
 
-__all__ = ["FlatGrammar", "flatten", "FLAT_MAGIC", "FlatFileError"]
+__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "FLAT_MAGIC", "FlatFileError"]
 
 FLAT_MAGIC = b"CADFLAT1"
 _ALIGN = 64
@@ -336,7 +343,20 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     out["s_words"] = np.concatenate(words_chunks).astype(np.uint32) if words_chunks else np.zeros(0, np.uint32)
 
 
+_VOCAB_ARRAYS: dict[tuple, dict[str, np.ndarray]] = {}  # per vocabulary, built once per process
+
+
 def _vocab_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
+    meta.update(INDENT_BASE=INDENT_BASE)
+    key = (g.vocab.content_hash, g.vocab_size, g.eos_token_ids)
+    got = _VOCAB_ARRAYS.get(key)
+    if got is None:
+        got = _VOCAB_ARRAYS[key] = {}
+        _vocab_arrays_of(g, got)
+    out.update(got)
+
+
+def _vocab_arrays_of(g: CompiledGrammar, out: dict) -> None:
     V = g.vocab_size
     n_words = (V + 31) // 32
     allowed = np.zeros(n_words * 32, dtype=bool)
@@ -350,7 +370,45 @@ def _vocab_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     np.cumsum([len(b) for b in tb], out=offs[1:])
     out["v_bytes_off"] = offs
     out["v_bytes"] = np.frombuffer(b"".join(tb), dtype=np.uint8).copy()
-    meta.update(INDENT_BASE=INDENT_BASE)
+    for a in out.values():
+        a.flags.writeable = False  # shared by every grammar of the vocabulary
+
+
+def _automaton_arrays(g: CompiledGrammar, auto: ByteAutomaton, out: dict, meta: dict) -> None:
+    """The byte automaton and each configuration's entered-label set, for a lazy store."""
+    lexer = g.lexer
+    ent_index: dict[tuple[int, ...], int] = {}
+    c_ent = []
+    for q in range(len(lexer.table)):
+        e = lexer.entered(q)
+        c_ent.append(-1 if e is None else ent_index.setdefault(e, len(ent_index)))
+    out["c_ent"] = np.array(c_ent, dtype=np.int32)
+    out["e_off"], out["e_labels"] = _csr(list(ent_index))
+    out["e_off"] = out["e_off"].astype(np.int32)
+    out["a_ptr"] = auto.ptr.astype(np.int64)
+    out["a_nxt"] = auto.nxt.astype(np.int32)
+    out["a_lab"] = auto.lab.astype(np.int32)
+    out["a_kind"] = auto.kind.astype(np.uint8)
+    out["a_ends_nl"] = auto.ends_nl.astype(np.uint8)
+    out["a_in_nl"] = auto.in_nl.astype(np.uint8)
+    meta.update(lazy=True, vocab_size=g.vocab_size, n_words=(g.vocab_size + 31) // 32, n_rows=None,
+                n_configs=len(lexer.table))
+
+
+def flatten_lazy(g: CompiledGrammar, auto: ByteAutomaton) -> FlatGrammar:
+    """The flat arrays of a grammar whose store the native core builds on first use:
+    everything but the store, plus the lexer's byte automaton. `g` holds the lexer (its
+    configuration table must be the automaton's), parse tables and indenter; no store."""
+    if g.lexer.table is not auto.table:
+        raise ValueError("a lazy grammar's configurations must be its byte automaton's states")
+    out: dict[str, np.ndarray] = {}
+    meta: dict = {}
+    _parser_arrays(g, out, meta)
+    off = _lexer_arrays(g, out, meta)
+    _config_arrays(g, off, out)
+    _automaton_arrays(g, auto, out, meta)
+    _vocab_arrays(g, out, meta)
+    return FlatGrammar(out, meta)
 
 
 def flatten(g: CompiledGrammar) -> FlatGrammar:

@@ -10,6 +10,8 @@
 
 namespace cad {
 
+class LazyStore;
+
 constexpr int32_t INDENT_BASE = 1 << 24;
 constexpr int32_t NONE = INT32_MIN;
 
@@ -59,6 +61,10 @@ struct Grammar {
 
     size_t n_configs() const { return c_owner.size(); }
     size_t n_sets() const { return s_kind.size(); }
+
+    // set when the store is built on first use (lazy_store.h): the t_* and s_* views then
+    // point into it, and masks must hold its lock
+    LazyStore* lazy = nullptr;
 
     // configuration lookup: key = owner, state, cons...
     std::unordered_map<std::string, int32_t> config_ids;

@@ -1,17 +1,22 @@
 // Python bindings (nanobind): the grammar from flat numpy arrays, the matcher, batches.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 
 #include "batch.h"
 #include "grammar.h"
+#include "lazy_store.h"
 #include "matcher.h"
 
 namespace nb = nanobind;
@@ -27,6 +32,7 @@ constexpr int BATCH_INLINE_US = 60;
 struct PyGrammar {
     Grammar g;
     std::vector<nb::object> keep;
+    std::unique_ptr<LazyStore> lazy;
 };
 
 template <class T>
@@ -41,7 +47,7 @@ static void bind_array(PyGrammar& pg, nb::dict arrays, const char* name, View<T>
 
 static int32_t meta_int(nb::dict meta, const char* name) { return nb::cast<int32_t>(meta[name]); }
 
-static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta) {
+static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_ptr<VocabTrie> trie) {
     Grammar& g = pg->g;
 #define ARR(name) bind_array(*pg, a, #name, g.name)
     ARR(p_action); ARR(p_goto); ARR(p_rule_lhs); ARR(p_rule_len); ARR(label_term); ARR(p_open); ARR(p_close);
@@ -50,10 +56,20 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta) {
     ARR(l_blocked); ARR(l_pending); ARR(l_comp_none); ARR(l_ignored);
     ARR(c_owner); ARR(c_state); ARR(c_cons); ARR(c_entered); ARR(c_final); ARR(c_cons_off); ARR(c_entered_off);
     ARR(c_entered_valid);
-    ARR(t_root); ARR(t_uncond); ARR(t_edge_off); ARR(t_edge_elem); ARR(t_edge_child); ARR(t_row_off);
-    ARR(t_row_ent); ARR(t_row_set); ARR(e_off); ARR(e_labels);
-    ARR(s_kind); ARR(s_off); ARR(s_len); ARR(s_ids); ARR(s_words);
+    ARR(e_off); ARR(e_labels);
     ARR(v_allowed); ARR(v_eos); ARR(v_bytes_off); ARR(v_bytes);
+    const bool lazy = meta.contains("lazy") && nb::cast<bool>(meta["lazy"]);
+    ByteAutomatonView ba;
+    if (lazy) {  // the byte automaton instead of the store, which is built on first use
+        bind_array(*pg, a, "a_ptr", ba.ptr); bind_array(*pg, a, "a_nxt", ba.nxt);
+        bind_array(*pg, a, "a_lab", ba.lab); bind_array(*pg, a, "a_kind", ba.kind);
+        bind_array(*pg, a, "a_ends_nl", ba.ends_nl); bind_array(*pg, a, "a_in_nl", ba.in_nl);
+        bind_array(*pg, a, "c_ent", ba.c_ent);
+    } else {
+        ARR(t_root); ARR(t_uncond); ARR(t_edge_off); ARR(t_edge_elem); ARR(t_edge_child); ARR(t_row_off);
+        ARR(t_row_ent); ARR(t_row_set);
+        ARR(s_kind); ARR(s_off); ARR(s_len); ARR(s_ids); ARR(s_words);
+    }
 #undef ARR
 #define META(name) g.name = meta_int(meta, #name)
     META(n_states); META(n_terms); META(n_nonterms); META(start_state); META(end_state); META(end_term);
@@ -61,6 +77,18 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta) {
     META(indent_label); META(indent_owner); META(tab_len); META(n_labels); META(vocab_size); META(n_words);
 #undef META
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
+    if (lazy) {
+        if (ba.ptr.size() != g.n_configs() * 256 + 1 || ba.in_nl.size() != g.n_configs() ||
+            ba.c_ent.size() != g.n_configs() || ba.nxt.size() != ba.lab.size() || ba.kind.size() != ba.nxt.size() ||
+            ba.ends_nl.size() != ba.nxt.size())
+            throw std::invalid_argument("lazy flat grammar: byte automaton arrays have inconsistent sizes");
+        if (!trie) trie = std::make_shared<VocabTrie>(g.v_bytes_off.p, g.v_bytes.p, g.v_allowed.p, g.vocab_size);
+        else if (trie->vocab_size != g.vocab_size)
+            throw std::invalid_argument("the vocabulary trie is for " + std::to_string(trie->vocab_size) +
+                                        " tokens; the grammar's vocabulary has " + std::to_string(g.vocab_size));
+        pg->lazy = std::make_unique<LazyStore>(g, ba, std::move(trie));
+        g.lazy = pg->lazy.get();
+    }
     // sizes that indexing relies on
     if (g.p_action.size() != size_t(g.n_states) * g.n_terms || g.v_allowed.size() != size_t(g.n_words) ||
         g.v_bytes_off.size() != size_t(g.vocab_size) + 1 || g.t_root.size() != g.n_configs() ||
@@ -79,6 +107,41 @@ static uint32_t* words_of(Words& out, const Grammar& g, size_t rows) {
     return reinterpret_cast<uint32_t*>(out.data());
 }
 
+// A lazy grammar's rows for every live configuration of `ms`, built where missing (the
+// GIL released meanwhile: a first use costs milliseconds).
+static void ensure_rows(Matcher* const* ms, size_t n) {
+    std::vector<std::pair<LazyStore*, int32_t>> missing;
+    for (size_t i = 0; i < n; ++i) {
+        LazyStore* lz = ms[i]->grammar().lazy;
+        if (!lz) continue;
+        std::shared_lock<std::shared_mutex> lk(lz->mu);
+        for (const Live& lv : ms[i]->state().live)
+            if (!lz->built(lv.cfg)) missing.push_back({lz, lv.cfg});
+    }
+    if (missing.empty()) return;
+    nb::gil_scoped_release release;
+    for (auto& [lz, cfg] : missing) {
+        std::unique_lock<std::shared_mutex> lk(lz->mu);
+        lz->build(cfg);
+    }
+}
+
+// Shared locks on the lazy stores of `ms` (distinct ones once each), held for a call.
+struct ReadLocks {
+    std::vector<std::shared_lock<std::shared_mutex>> held;
+    ReadLocks(Matcher* const* ms, size_t n) {
+        std::vector<LazyStore*> seen;
+        for (size_t i = 0; i < n; ++i) {
+            LazyStore* lz = ms[i]->grammar().lazy;
+            if (lz && std::find(seen.begin(), seen.end(), lz) == seen.end()) {
+                seen.push_back(lz);
+                held.emplace_back(lz->mu);
+            }
+        }
+    }
+    explicit ReadLocks(Matcher& m) : ReadLocks(std::vector<Matcher*>{&m}.data(), 1) {}
+};
+
 }  // namespace cad
 
 using namespace cad;
@@ -86,38 +149,101 @@ using namespace cad;
 NB_MODULE(_core, m) {
     m.doc() = "cad_outlines' compiled decode-time core (see docs/engine_runtime.md)";
 
+    using Bytes = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    using Offs = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    using Bits = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    nb::class_<VocabTrie>(m, "VocabTrie")
+        .def("__init__", [](VocabTrie* self, Offs off, Bytes bytes, Bits allowed) {
+                 const size_t V = off.size() - 1;
+                 if (off.size() == 0 || allowed.size() * 32 < V || size_t(off.data()[V]) > bytes.size())
+                     throw std::invalid_argument("token byte offsets, bytes and allowed bits disagree in size");
+                 new (self) VocabTrie(off.data(), bytes.data(), allowed.data(), int32_t(V));
+             }, "offsets"_a, "bytes"_a, "allowed"_a,
+             "The vocabulary's byte trie (a grammar's v_bytes_off, v_bytes, v_allowed), shared by lazy grammars.")
+        .def_prop_ro("n_nodes", &VocabTrie::size)
+        .def_prop_ro("n_tokens", &VocabTrie::n_tokens);
+
     nb::class_<PyGrammar>(m, "Grammar")
-        .def("__init__", [](PyGrammar* self, nb::dict arrays, nb::dict meta) {
+        .def("__init__", [](PyGrammar* self, nb::dict arrays, nb::dict meta, std::shared_ptr<VocabTrie> trie) {
                  new (self) PyGrammar();
                  try {
-                     make_grammar(self, arrays, meta);
+                     make_grammar(self, arrays, meta, std::move(trie));
                  } catch (...) {
                      self->~PyGrammar();
                      throw;
                  }
-             }, "arrays"_a, "meta"_a)
+             }, "arrays"_a, "meta"_a, "trie"_a = nb::none())
         .def_prop_ro("vocab_size", [](const PyGrammar& p) { return p.g.vocab_size; })
         .def_prop_ro("n_words", [](const PyGrammar& p) { return p.g.n_words; })
-        .def_prop_ro("n_configs", [](const PyGrammar& p) { return p.g.n_configs(); });
+        .def_prop_ro("n_configs", [](const PyGrammar& p) { return p.g.n_configs(); })
+        .def_prop_ro("lazy", [](const PyGrammar& p) { return bool(p.lazy); })
+        .def_prop_ro("configs_built", [](const PyGrammar& p) {
+                 if (!p.lazy) return p.g.n_configs();
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.lazy->configs_built();
+             }, "configurations whose rows exist (all of them unless lazy)")
+        .def_prop_ro("n_sets", [](const PyGrammar& p) {
+                 if (!p.lazy) return p.g.n_sets();
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.g.n_sets();
+             })
+        .def_prop_ro("walked_nodes", [](const PyGrammar& p) -> size_t {
+                 if (!p.lazy) return 0;
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.lazy->walked_nodes();
+             }, "trie nodes walked by the lazy builds so far")
+        .def("is_built", [](const PyGrammar& p, int32_t cfg) {
+                 if (cfg < 0 || size_t(cfg) >= p.g.n_configs())
+                     throw std::invalid_argument("no lexer configuration " + std::to_string(cfg));
+                 if (!p.lazy) return true;
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.lazy->built(cfg);
+             }, "cfg"_a)
+        .def("build_config", [](PyGrammar& p, int32_t cfg) {
+                 if (!p.lazy) return;
+                 if (cfg < 0 || size_t(cfg) >= p.g.n_configs())
+                     throw std::invalid_argument("no lexer configuration " + std::to_string(cfg));
+                 nb::gil_scoped_release release;
+                 std::unique_lock<std::shared_mutex> lk(p.lazy->mu);
+                 p.lazy->build(cfg);
+             }, "cfg"_a, "Build one configuration's rows now (a lazy grammar; no-op otherwise).");
 
     nb::class_<Matcher>(m, "Matcher")
         .def("__init__", [](Matcher* self, const PyGrammar& pg) { new (self) Matcher(pg.g); }, "grammar"_a,
              nb::keep_alive<1, 2>())
         .def("fill", [](Matcher& self, Words out) {
                  uint32_t* w = words_of(out, self.grammar(), 1);
+                 Matcher* one = &self;
+                 ensure_rows(&one, 1);
+                 ReadLocks locks(self);
                  self.fill_mask(w, thread_scratch());
              }, "out"_a, "Write the legal next tokens as packed bits into `out` (int32 words).")
         .def("fill_profiled", [](Matcher& self, Words out) {
                  uint32_t* w = words_of(out, self.grammar(), 1);
                  int64_t ns[4] = {0, 0, 0, 0};
+                 Matcher* one = &self;
+                 ensure_rows(&one, 1);
+                 ReadLocks locks(self);
                  self.fill_mask(w, thread_scratch(), ns);
                  return std::vector<int64_t>(ns, ns + 4);
              }, "out"_a, "fill, returning nanoseconds in [pending labels, trie walk, union, EOS + cleanup]")
-        .def("advance", &Matcher::advance, "token"_a)
-        .def("advance_many", [](Matcher& self, Tokens t) { return self.advance_many(t.data(), t.size()); }, "tokens"_a)
-        .def("validate", [](Matcher& self, Tokens t) { return self.validate(t.data(), t.size()); }, "tokens"_a)
+        .def("advance", [](Matcher& self, int32_t token) {
+                 ReadLocks locks(self);
+                 return self.advance(token);
+             }, "token"_a)
+        .def("advance_many", [](Matcher& self, Tokens t) {
+                 ReadLocks locks(self);
+                 return self.advance_many(t.data(), t.size());
+             }, "tokens"_a)
+        .def("validate", [](Matcher& self, Tokens t) {
+                 ReadLocks locks(self);
+                 return self.validate(t.data(), t.size());
+             }, "tokens"_a)
         .def("rollback", &Matcher::rollback, "n"_a)
-        .def("is_accepting", &Matcher::is_accepting)
+        .def("is_accepting", [](Matcher& self) {
+                 ReadLocks locks(self);
+                 return self.is_accepting();
+             })
         .def("is_finished", &Matcher::is_finished)
         .def_prop_ro("consumed", &Matcher::consumed)
         .def_rw("parser_checks", &Matcher::parser_checks)
@@ -142,7 +268,9 @@ NB_MODULE(_core, m) {
                                                   std::to_string(matchers[i]->grammar().n_words));
               }
               uint32_t* base = reinterpret_cast<uint32_t*>(out.data());
+              ensure_rows(matchers.data(), matchers.size());
               nb::gil_scoped_release release;
+              ReadLocks locks(matchers.data(), matchers.size());
               auto fill = [&](size_t i) {
                   uint32_t* row = base + size_t(rows[i]) * W;
                   std::fill(row, row + W, 0u);

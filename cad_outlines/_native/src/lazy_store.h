@@ -1,0 +1,85 @@
+// The mask store built on first use: a configuration's rows are computed the first time a
+// matcher needs its mask (compile_grammar(..., lazy=True)), the native form of
+// engine/lexer_index.py's _Indexer plus engine/mask_store.py's rows and
+// engine/flat_grammar.py's row trie. Every lexer configuration (the byte automaton's
+// states) is known up front; only rows and token sets are built late.
+//
+// The walk of the tokens after their first byte depends only on the hypothesis that byte
+// reached (automaton state, NEWLINE indentation so far), so it is memoised per
+// (hypothesis, first byte) and shared by every configuration that reaches it: after the
+// first few configurations most are composed from walks already done.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar.h"
+#include "vocab_trie.h"
+
+namespace cad {
+
+// The byte automaton of the lexer configurations (engine/lexer_index.py ByteAutomaton):
+// per (state, byte) a CSR range of edges.
+struct ByteAutomatonView {
+    View<int64_t> ptr;                       // n_states * 256 + 1
+    View<int32_t> nxt, lab;                  // per edge: next state, label shown (-1 none)
+    View<uint8_t> kind, ends_nl;             // per edge
+    View<uint8_t> in_nl;                     // per state: inside a NEWLINE lexeme
+    View<int32_t> c_ent;                     // per state: entered-label set id (-1: cannot end)
+};
+
+class LazyStore {
+public:
+    LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie);
+    // Build the rows of configuration `cfg` if not built yet (caller holds mu exclusively).
+    void build(int32_t cfg);
+    bool built(int32_t cfg) const { return root_[cfg] >= 0; }
+    size_t configs_built() const { return n_built_; }
+    size_t walked_nodes() const { return walked_; }
+    mutable std::shared_mutex mu;  // readers: masks and advances; writer: build
+
+private:
+    struct Group {
+        int32_t end;   // automaton state the token ends in
+        int32_t eid;   // labels emitted after the first byte (interned sequence)
+        std::vector<int32_t> tokens;
+    };
+    struct Item {
+        int32_t state, acc;
+        bool absolute;
+        int32_t eid;
+        int32_t group = -1;  // index of the (state, eid) group in the part, once looked up
+        bool operator==(const Item& o) const {
+            return state == o.state && acc == o.acc && absolute == o.absolute && eid == o.eid;
+        }
+    };
+    const std::vector<Group>& part(int32_t state, int32_t acc, bool absolute, int first_byte);
+    int32_t extend(int32_t eid, int32_t label);
+    void emitted_of(int32_t eid, std::vector<int32_t>& out) const;
+    // The set id of the union of token lists (stored once: equal sets share an id).
+    int32_t intern_union(const std::vector<const std::vector<int32_t>*>& lists);
+    int32_t intern(const int32_t* ids, size_t n, const uint32_t* words);
+    void refresh_views();
+
+    Grammar& g_;
+    ByteAutomatonView a_;
+    std::shared_ptr<const VocabTrie> trie_;
+    std::unordered_map<uint64_t, std::vector<Group>> parts_;
+    std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
+    std::unordered_map<uint64_t, int32_t> emit_id_;
+    std::unordered_map<uint64_t, std::vector<int32_t>> set_index_;  // content hash -> set ids
+    size_t n_built_ = 0, walked_ = 0;
+    // the store arrays the grammar's views point into
+    std::vector<int32_t> root_, uncond_, edge_off_, edge_elem_, edge_child_, row_off_, row_ent_, row_set_;
+    std::vector<uint8_t> s_kind_;
+    std::vector<int64_t> s_off_;
+    std::vector<int32_t> s_len_, s_ids_;
+    std::vector<uint32_t> s_words_;
+    std::vector<uint32_t> words_;  // scratch bitset
+    std::vector<int32_t> ids_;     // scratch ids
+};
+
+}  // namespace cad

@@ -1,0 +1,64 @@
+#include "vocab_trie.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cad {
+
+VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* allowed, int32_t n_vocab)
+    : vocab_size(n_vocab) {
+    std::fill(first_child, first_child + 256, -1);
+    auto len = [&](int32_t t) { return size_t(off[t + 1] - off[t]); };
+    auto at = [&](int32_t t) { return bytes + off[t]; };
+    std::vector<int32_t> ids;
+    for (int32_t t = 0; t < n_vocab; ++t)
+        if (len(t) && (allowed[t >> 5] >> (t & 31) & 1)) ids.push_back(t);
+    std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+        size_t la = len(a), lb = len(b);
+        int c = std::memcmp(at(a), at(b), std::min(la, lb));
+        return c ? c < 0 : la != lb ? la < lb : a < b;
+    });
+    // preorder: a token shares the path of its predecessor up to their common prefix
+    std::vector<int32_t> path;  // node at each depth - 1 of the current path
+    const uint8_t* prev = nullptr;
+    size_t prev_len = 0;
+    std::vector<int32_t> node_tokens_start;
+    std::vector<std::pair<int32_t, int32_t>> tok_at;  // (node, token), nodes nondecreasing
+    for (int32_t t : ids) {
+        const uint8_t* s = at(t);
+        size_t n = len(t), common = 0;
+        if (prev)
+            while (common < std::min(n, prev_len) && s[common] == prev[common]) ++common;
+        path.resize(std::min(common, path.size()));
+        for (size_t d = path.size(); d < n; ++d) {
+            int32_t id = int32_t(byte.size());
+            byte.push_back(s[d]);
+            depth.push_back(int32_t(d + 1));
+            if (d == 0) first_child[s[0]] = id;
+            path.push_back(id);
+        }
+        tok_at.push_back({path[n - 1], t});
+        prev = s;
+        prev_len = n;
+        max_depth = std::max(max_depth, int32_t(n));
+    }
+    const int32_t N = int32_t(byte.size());
+    // subtree ends: a node's subtree ends at the next node of depth <= its own
+    subtree_end.assign(N, N);
+    std::vector<int32_t> open;  // stack of nodes whose subtree is still open
+    for (int32_t i = 0; i < N; ++i) {
+        while (!open.empty() && depth[open.back()] >= depth[i]) {
+            subtree_end[open.back()] = i;
+            open.pop_back();
+        }
+        open.push_back(i);
+    }
+    tok_off.assign(N + 1, 0);
+    for (auto& [node, t] : tok_at) ++tok_off[node + 1];
+    for (int32_t i = 0; i < N; ++i) tok_off[i + 1] += tok_off[i];
+    tok_ids.resize(tok_at.size());
+    std::vector<int32_t> fill(tok_off.begin(), tok_off.end() - 1);
+    for (auto& [node, t] : tok_at) tok_ids[fill[node]++] = t;
+}
+
+}  // namespace cad

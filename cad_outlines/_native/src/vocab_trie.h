@@ -1,0 +1,30 @@
+// The vocabulary as a byte trie in preorder: a subtree is a contiguous node range, so a
+// walk over every token with a given first byte is one linear scan that skips dead
+// subtrees (llguidance's TokTrie idea). Built once per vocabulary and shared by its lazy
+// grammars.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+
+namespace cad {
+
+struct VocabTrie {
+    // node i (preorder): byte, depth (1 = a token's first byte), end of its subtree, and
+    // the tokens whose bytes end exactly here (CSR tok_off / tok_ids)
+    std::vector<uint8_t> byte;
+    std::vector<int32_t> depth, subtree_end, tok_off, tok_ids;
+    int32_t first_child[256];  // node of each first byte (-1: no token starts with it)
+    int32_t max_depth = 0;
+
+    // Every token that is not special (bit clear in `allowed`) and not empty; token t's
+    // bytes are bytes[off[t] .. off[t + 1]).
+    VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* allowed, int32_t vocab_size);
+    int32_t vocab_size = 0;
+    size_t n_tokens() const { return tok_ids.size(); }
+    size_t size() const { return byte.size(); }
+};
+
+}  // namespace cad

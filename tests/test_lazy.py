@@ -1,0 +1,188 @@
+"""Lazy grammars (``compile_grammar(..., lazy=True)``): the native core builds a lexer
+configuration's rows on first use; every mask equals the eager (streamlined) grammar's,
+batches and threads included, and the lazy file is cached and never trusted blindly."""
+
+import random
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from cad_outlines import grammar_path
+from cad_outlines.engine.compile import compile_grammar
+from cad_outlines.engine.compile_profile import CompileProfile
+from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch, unpack_bitmask
+from cad_outlines.engine.vocabulary import Vocabulary
+from tests.fixture_data import SMALL
+from tests.test_engine import JSON, ToyVocab, encode
+from tests.test_native_matcher import LOOKAHEAD
+from tests.test_streamline import PY
+
+TEXTS = {"json": JSON, "py": PY, "copy_edit": grammar_path("copy_edit"), "lookahead": LOOKAHEAD}
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return ToyVocab.make()
+
+
+@pytest.fixture(scope="module", params=list(TEXTS))
+def pair(request, vocab):
+    text = TEXTS[request.param]
+    eager = compile_grammar(text, vocab, cache=False, progress=False)
+    lazy = compile_grammar(text, vocab, cache=False, progress=False, lazy=True)
+    return eager, lazy
+
+
+def lockstep_walk(eager, lazy, seed: int, steps: int = 80):
+    """A random walk over the eager grammar's masks; yields both matchers at each state."""
+    rng = random.Random(seed)
+    me, ml = Matcher(eager), Matcher(lazy)
+    for _ in range(steps):
+        yield me, ml
+        allowed = np.flatnonzero(me.allowed_mask())
+        if not len(allowed) or me.is_finished():
+            return
+        tok = int(allowed[rng.randrange(len(allowed))])
+        me.advance(tok)
+        ml.advance(tok)
+
+
+def test_lazy_masks_equal_eager_on_walks(pair):
+    eager, lazy = pair
+    assert lazy.lazy and not eager.lazy and not lazy.streamlined
+    positions = 0
+    for seed in range(12):
+        for me, ml in lockstep_walk(eager, lazy, seed):
+            assert np.array_equal(me.allowed_mask(), ml.allowed_mask()), f"seed {seed} position {positions}"
+            assert me.is_accepting() == ml.is_accepting()
+            positions += 1
+    assert positions > 200
+
+
+def test_rows_are_built_on_first_use_only(vocab):
+    g = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    native = g.native
+    assert native.lazy and native.configs_built == 0 and native.n_configs > 1
+    m = Matcher(g)
+    m.allowed_mask()
+    assert native.configs_built == 1 and native.is_built(0)
+    sets = native.n_sets
+    m.allowed_mask()  # a second mask builds nothing
+    assert native.configs_built == 1 and native.n_sets == sets
+    for tok in encode(vocab, b"def f(x):\n    return x\n"):
+        m.advance(tok)
+        m.allowed_mask()
+    assert 1 < native.configs_built < native.n_configs  # only the configurations this text reached
+    with pytest.raises(ValueError, match="no lexer configuration"):
+        native.build_config(native.n_configs)
+
+
+def test_python_indentation_teacher_forced(vocab):
+    text = b"def f(a, b):\n    if a:\n        x = (a +\n  b)\n        return x\n    return b\n\nx = f(1, 2)\n"
+    eager = compile_grammar(PY, vocab, cache=False, progress=False)
+    lazy = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    me, ml = Matcher(eager), Matcher(lazy)
+    for tok in encode(vocab, text):
+        assert np.array_equal(me.allowed_mask(), ml.allowed_mask())
+        me.advance(tok)
+        ml.advance(tok)
+    assert ml.is_accepting()
+
+
+def test_batch_builds_what_it_needs_and_equals_single_calls(vocab):
+    """A batch mixing lazy and eager grammars; the lazy rows it lacks are built inside the call."""
+    eager = compile_grammar(JSON, vocab, cache=False, progress=False)
+    lazy_py = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    lazy_json = compile_grammar(JSON, vocab, cache=False, progress=False, lazy=True)
+    rng = random.Random(3)
+    ms = []
+    for g in (eager, lazy_py, lazy_json, lazy_py):
+        m = Matcher(g)
+        for _ in range(rng.randrange(1, 12)):
+            allowed = np.flatnonzero(m.allowed_mask())
+            allowed = [t for t in allowed.tolist() if t not in g.eos_token_ids]
+            if not allowed:
+                break
+            m.advance(rng.choice(allowed))
+        ms.append(m)
+    # fresh forks: their live configurations may not be built yet in the batch below
+    forks = [m.fork() for m in ms]
+    bitmask = allocate_token_bitmask(len(forks), vocab.size)
+    fill_next_token_bitmask_batch(forks, bitmask)
+    for i, m in enumerate(ms):
+        assert np.array_equal(unpack_bitmask(bitmask[i], vocab.size), m.allowed_mask())
+
+
+def test_threads_share_one_lazy_grammar(vocab):
+    """Masks from several threads at once, each building rows as it goes, equal one thread's."""
+    text = b"def f(a, b):\n    if a:\n        x = (a +\n  b)\n        return x\n    return b\n"
+    toks = encode(vocab, text)
+    eager = compile_grammar(PY, vocab, cache=False, progress=False)
+    want = []
+    m = Matcher(eager)
+    for t in toks:
+        want.append(m.allowed_mask())
+        m.advance(t)
+    lazy = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    errors: list[str] = []
+
+    def worker(k: int) -> None:
+        m = Matcher(lazy)
+        for i, t in enumerate(toks):
+            if not np.array_equal(m.allowed_mask(), want[i]):
+                errors.append(f"thread {k} position {i}")
+                return
+            m.advance(t)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
+def test_lazy_file_is_cached_and_rebuilt_when_corrupt(vocab, tmp_path):
+    prof = CompileProfile()
+    g1 = compile_grammar(JSON, vocab, cache=tmp_path, progress=False, lazy=True, profile=prof)
+    assert [p.name for p in prof.phases] == ["lark load", "terminal DFAs", "parse tables", "lexer configurations",
+                                             "flat arrays"]
+    files = list(tmp_path.glob("lazy-*.bin"))
+    assert len(files) == 1 and not list(tmp_path.glob("flat-*.bin"))
+    prof = CompileProfile()
+    g2 = compile_grammar(JSON, vocab, cache=tmp_path, progress=False, lazy=True, profile=prof)
+    assert [p.name for p in prof.phases] == ["load flat arrays"]
+    assert np.array_equal(Matcher(g1).allowed_mask(), Matcher(g2).allowed_mask())
+    data = bytearray(files[0].read_bytes())
+    data[-100] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g3 = compile_grammar(JSON, vocab, cache=tmp_path, progress=False, lazy=True)
+    assert any("checksum" in str(w.message) for w in caught)
+    assert np.array_equal(Matcher(g3).allowed_mask(), Matcher(g1).allowed_mask())
+
+
+def test_real_tokenizer_json_lazy_equals_eager():
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    eager = compile_grammar(JSON, vocab, cache=False, progress=False)
+    lazy = compile_grammar(JSON, vocab, cache=False, progress=False, lazy=True)
+    assert "lazy=True" in repr(lazy)
+    n = 0
+    for seed in range(6):
+        for me, ml in lockstep_walk(eager, lazy, seed, steps=60):
+            assert np.array_equal(me.allowed_mask(), ml.allowed_mask())
+            n += 1
+    assert n > 100
+
+
+def test_vocab_trie_must_match_the_vocabulary(vocab):
+    lazy = compile_grammar(JSON, vocab, cache=False, progress=False, lazy=True)
+    other = compile_grammar(JSON, Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2"), cache=False,
+                            progress=False, lazy=True)
+    core = lazy.native_module
+    with pytest.raises(ValueError, match="vocabulary trie is for"):
+        core.Grammar(lazy.flat.arrays, lazy.flat.meta, other.vocab_trie())
+    assert lazy.vocab_trie().n_tokens > 0

@@ -282,7 +282,8 @@ def test_leaving_an_async_edit_early_closes_its_channel(setup):
     engine.channel = lambda: channels.append(SimulatedChannel(engine)) or channels[-1]
 
     async def main():
-        stream = astream_edits(engine, [ServedEdit(grammar, encoder, DOC, "", script=oracle_program(DOC, AFTER).to_text())])
+        edit = ServedEdit(grammar, encoder, DOC, "", script=oracle_program(DOC, AFTER).to_text())
+        stream = astream_edits(engine, [edit])
         async for _ in stream:
             break
         await stream.aclose()
@@ -326,6 +327,7 @@ def test_the_http_middleware_holds_a_request_until_its_grammar_is_compiled(small
     from types import SimpleNamespace
 
     from cad_outlines.serving.http_admission import GrammarAdmissionMiddleware
+    from cad_outlines.serving.tokenizer import shared_vocabulary
 
     monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path))
     config = SimpleNamespace(tokenizer=str(small_data / "models/stories260K_hf"), get_vocab_size=lambda: 512)
@@ -375,8 +377,7 @@ def test_the_http_middleware_holds_a_request_until_its_grammar_is_compiled(small
     status, out, body, held_ticks, bad, plain, grammar = asyncio.run(main())
     assert status == 200 and seen[0] == body  # passed on unchanged, once compiled
     assert held_ticks > 20  # the event loop ran while the worker compiled
-    from cad_outlines.serving.tokenizer import shared_vocabulary
-
-    assert GrammarLibrary(shared_vocabulary(config.tokenizer, 512)[1], cache=tmp_path).on_disk(GrammarSpec(text=grammar))
+    vocab = shared_vocabulary(config.tokenizer, 512)[1]
+    assert GrammarLibrary(vocab, cache=tmp_path).on_disk(GrammarSpec(text=grammar))
     assert bad[0] == 400 and b"does not compile" in bad[1] and len(seen) == 2  # refused; not passed on
     assert plain[0] == 200 and seen[1] == plain[2]

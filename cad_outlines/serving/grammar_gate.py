@@ -1,13 +1,15 @@
 """A grammar's first use must not stall the batch: compile it before its request reaches
 the engine, and hold that request (alone) until then.
 
-The logits processor runs inside the engine's step, so a grammar compiled there (seconds
-to a minute for python.lark on a 150k-token vocabulary) stops every request of the engine
-while it builds. A :class:`GrammarGate` sits in the frontend instead -- the HTTP server's
+The logits processor runs inside the engine's step, so a grammar compiled there stops
+every request of the engine while it builds (python.lark x Qwen2.5: about 4 s with the
+lazy compile the library uses, 45 s for the eager store; a large grammar sent as text can
+take longer). A :class:`GrammarGate` sits in the frontend instead -- the HTTP server's
 middleware (:mod:`.http_admission`), :class:`~.async_backend.AsyncLLMBackend`, your own
 code before ``AsyncLLM.generate`` -- and answers "is this grammar in the on-disk cache for
-the engine's tokenizer?". If not, a worker process (its own GIL and memory, one compile
-at a time) compiles it there while the request waits; the engine then only loads the
+the engine's tokenizer?". If not, a worker process (``python -m
+cad_outlines.serving.compile_worker``: its own GIL and memory, one compile at a time)
+compiles it there while the request waits; the engine then only loads the
 file (a memory map, milliseconds). This is what vLLM does for its own structured outputs
 (the request waits for its grammar, the batch goes on): the held request is never decoded
 unconstrained, and a grammar that does not compile is refused before it is admitted.
@@ -20,16 +22,18 @@ as the engine's processor, on a gate thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from ..engine.compile import cache_dir
-from .grammar_library import GrammarLibrary, cached_file, check_grammar
+from .grammar_library import GrammarLibrary, check_grammar
 from .request import GrammarSpec, RequestError
 from .tokenizer import shared_vocabulary
 
@@ -38,8 +42,7 @@ __all__ = ["GrammarGate"]
 log = logging.getLogger("cad_outlines.serving")
 
 _THREADS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="cad-grammar-gate")
-_WORKERS: ProcessPoolExecutor | None = None
-_WORKERS_LOCK = threading.Lock()
+_ONE_COMPILE = threading.Lock()  # one worker at a time: compiles are CPU- and memory-heavy
 _GATES: dict[tuple[str, int | None, str | None], GrammarGate] = {}
 _GATES_LOCK = threading.Lock()
 
@@ -48,32 +51,21 @@ class _WorkerDied(RequestError):
     """The compile worker died (killed, out of memory): not remembered as a refusal."""
 
 
-def _compile_job(spec: GrammarSpec, tokenizer_path: str, model_vocab_size: int | None, cache: str) -> str | None:
-    """In the worker process: compile `spec` into the cache folder; the refusal, if any."""
+def _run_worker(spec: GrammarSpec, tokenizer_path: str, model_vocab_size: int | None, cache: Path) -> str | None:
+    """Compile `spec` into `cache` in a fresh ``python -m cad_outlines.serving.compile_worker``;
+    the refusal, if any."""
+    job = {"name": spec.name, "text": spec.text, "start": spec.start, "tokenizer": tokenizer_path,
+           "model_vocab_size": model_vocab_size, "cache": str(cache)}
+    root = str(Path(__file__).resolve().parents[2])  # where this cad_outlines is imported from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    with _ONE_COMPILE:
+        done = subprocess.run([sys.executable, "-m", "cad_outlines.serving.compile_worker"], input=json.dumps(job),
+                              capture_output=True, text=True, env=env)
     try:
-        _, vocab = shared_vocabulary(tokenizer_path, model_vocab_size)
-        GrammarLibrary(vocab, cache=cache).get(spec)
-    except RequestError as e:
-        return str(e)
-    return None
-
-
-def _run_in_worker(*args) -> str | None:
-    """`_compile_job` in a fresh spawned process (one at a time; a new process per job,
-    so the compile's peak memory goes back to the system when it ends)."""
-    global _WORKERS
-    with _WORKERS_LOCK:
-        if _WORKERS is None:
-            _WORKERS = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                           max_tasks_per_child=1)
-        workers = _WORKERS
-    try:
-        return workers.submit(_compile_job, *args).result()
-    except BrokenProcessPool as e:  # the worker died (killed, out of memory): a new pool next time
-        with _WORKERS_LOCK:
-            if _WORKERS is workers:
-                _WORKERS = None
-        raise _WorkerDied(f"the grammar compile worker died: {e}") from e
+        return json.loads(done.stdout.strip().splitlines()[-1])["error"]
+    except (IndexError, ValueError, KeyError, TypeError):
+        raise _WorkerDied(f"the grammar compile worker ended with status {done.returncode}: "
+                          f"{done.stderr.strip()[-2000:]}") from None
 
 
 class GrammarGate:
@@ -138,15 +130,15 @@ class GrammarGate:
         check_grammar(spec)  # lark's refusals come at once, without a worker
         _, vocab = shared_vocabulary(self.tokenizer_path, self.model_vocab_size)
         folder = self.folder()
-        path = cached_file(spec, vocab, folder)
-        if path.is_file():
+        library = GrammarLibrary(vocab, cache=folder)
+        if library.on_disk(spec):
             return
         log.info("cad_outlines: compiling grammar %s for %s in a worker process", spec.name or "(by text)",
                  self.tokenizer_path)
-        error = _run_in_worker(spec, self.tokenizer_path, self.model_vocab_size, str(folder))
+        error = _run_worker(spec, self.tokenizer_path, self.model_vocab_size, folder)
         if error is not None:
             raise RequestError(error)
         self.compiled.append(spec.key)
-        if not path.is_file():
-            log.warning("cad_outlines: grammar %s was compiled but is not at %s: the engine will compile it again "
-                        "(and stall while it does)", spec.name or "(by text)", path)
+        if not library.on_disk(spec):
+            log.warning("cad_outlines: grammar %s was compiled but is not in %s where expected: the engine will "
+                        "compile it again (and stall while it does)", spec.name or "(by text)", folder)

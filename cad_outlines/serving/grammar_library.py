@@ -11,6 +11,7 @@ read its files).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from ..engine.compile import cache_dir, compile_grammar, load_lark, source_key
@@ -20,7 +21,8 @@ from ..engine.vocabulary import Vocabulary
 from ..grammars import available_grammars, grammar_path
 from .request import GrammarSpec, RequestError
 
-__all__ = ["GrammarLibrary", "shipped_grammar_names", "check_grammar", "grammar_source_of", "cached_file"]
+__all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
+           "shipped_grammar_names"]
 
 
 def shipped_grammar_names() -> list[str]:
@@ -49,33 +51,63 @@ def _refusal(e: Exception) -> RequestError:
     return RequestError(f"grammar does not load in lark: {type(e).__name__}: {e}")  # syntax, LALR conflicts...
 
 
+_CHECKED: OrderedDict[str, str | None] = OrderedDict()  # grammar key -> refusal (None: it loads)
+_CHECKED_LOCK = threading.Lock()
+CHECKS_KEPT = 1024
+
+
 def check_grammar(spec: GrammarSpec) -> None:
     """Cheap, vocabulary-free check that a grammar loads in lark (LALR, basic lexer) and
-    that every terminal compiles; raises :class:`RequestError` saying why not."""
-    source, start = grammar_source_of(spec)
-    try:
-        lexer_spec_from_lark(load_lark(source, start=start))
-    except Exception as e:
-        raise _refusal(e) from e
+    that every terminal compiles; raises :class:`RequestError` saying why not. The verdict
+    is kept per grammar key (the last 1024) for the process, so the admission check of a
+    grammar seen before -- by vLLM's ``validate_params`` after the gate's thread, or by
+    the next request -- is a lookup, not a lark load on the server's event loop."""
+    key = spec.key
+    with _CHECKED_LOCK:
+        known, refusal = key in _CHECKED, _CHECKED.get(key)
+    if not known:
+        source, start = grammar_source_of(spec)
+        try:
+            lexer_spec_from_lark(load_lark(source, start=start))
+        except Exception as e:
+            refusal = str(_refusal(e))
+        with _CHECKED_LOCK:
+            _CHECKED[key] = refusal
+            while len(_CHECKED) > CHECKS_KEPT:
+                _CHECKED.popitem(last=False)
+    if refusal is not None:
+        raise RequestError(refusal)
 
 
-def cached_file(spec: GrammarSpec, vocab: Vocabulary, cache: bool | str | Path = True) -> Path | None:
-    """Where :func:`compile_grammar` keeps `spec` compiled for `vocab` in the on-disk cache
-    (the same file name and key; None when `cache` is False). Computed without loading
-    the grammar: whether the file exists says if a compile would be a load."""
+def forget_checks() -> None:
+    """Drop the kept verdicts of :func:`check_grammar` (for measurements)."""
+    with _CHECKED_LOCK:
+        _CHECKED.clear()
+
+
+def cached_files(spec: GrammarSpec, vocab: Vocabulary, cache: bool | str | Path = True) -> tuple[Path, Path] | None:
+    """Where :func:`compile_grammar` keeps `spec` compiled for `vocab` in the on-disk cache:
+    (the eager, streamlined store's file; the lazy grammar's file), by the same names and
+    keys it uses (None when `cache` is False). Computed without loading the grammar:
+    whether a file exists says if a compile would be a load."""
     if cache is False:
         return None
     source, start = grammar_source_of(spec)
     folder = cache_dir() if cache is True else Path(cache)
-    return folder / f"flat-{source_key(source, vocab, start=start)}.bin"
+    return (folder / f"flat-{source_key(source, vocab, start=start)}.bin",
+            folder / f"lazy-{source_key(source, vocab, start=start, streamline=False)}.bin")
 
 
 class GrammarLibrary:
     """Compiled grammars for one vocabulary (one tokenizer), cached by content key.
 
-    The mask stores also live in the on-disk cache of :func:`compile_grammar` (keyed by
-    the grammar's content and the vocabulary's hash), so a second process, or this one
-    after a restart, loads instead of building."""
+    A grammar whose eager (streamlined) store is in the on-disk cache of
+    :func:`compile_grammar` is loaded from it; any other is compiled with ``lazy=True``:
+    only the grammar's own phases (python.lark x Qwen2.5: seconds, not the eager store's
+    minute), the native core building each lexer configuration's rows the first time a
+    mask needs them (same masks). The lazy file is cached too, so a second process, or
+    this one after a restart, loads instead of compiling. To serve a grammar from the
+    faster streamlined store, build it once beforehand (``compile_grammar(name, vocab)``)."""
 
     def __init__(self, vocab: Vocabulary, cache: bool | str | Path = True):
         self.vocab, self.cache = vocab, cache
@@ -89,10 +121,14 @@ class GrammarLibrary:
     def on_disk(self, spec: GrammarSpec) -> bool:
         """Whether :meth:`get` would only load the grammar from the on-disk cache."""
         try:
-            path = cached_file(spec, self.vocab, self.cache)
+            paths = cached_files(spec, self.vocab, self.cache)
         except (RequestError, OSError):
             return False
-        return path is not None and path.is_file()
+        return paths is not None and any(p.is_file() for p in paths)
+
+    def _eager_on_disk(self, spec: GrammarSpec) -> bool:
+        paths = cached_files(spec, self.vocab, self.cache)
+        return paths is not None and paths[0].is_file()
 
     def get(self, spec: GrammarSpec) -> CompiledGrammar:
         """The compiled grammar (loaded from the cache or built); raises
@@ -106,7 +142,8 @@ class GrammarLibrary:
             if got is None:
                 source, start = grammar_source_of(spec)
                 try:
-                    got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False)
+                    got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
+                                          lazy=not self._eager_on_disk(spec))
                 except Exception as e:
                     raise _refusal(e) from e
                 self._compiled[key] = got

@@ -73,8 +73,9 @@ class ServedEditStats(EditStats):
 
     @property
     def computed_tokens(self) -> int:
-        """Tokens the model ran a forward over: uncached prompt tokens + sampled ones."""
-        return self.prompt_tokens_sent - self.cached_tokens + self.generated_tokens
+        """Tokens the model ran a forward over: uncached prompt tokens + one per step
+        (every sampled token, the EOS that ends a request included)."""
+        return self.prompt_tokens_sent - self.cached_tokens + self.steps
 
 
 class ServingError(RuntimeError):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 
 import torch
@@ -42,10 +42,6 @@ from .tokenizer import load_tokenizer, shared_vocabulary
 __all__ = ["CadLogitsProcessor", "load_tokenizer"]
 
 log = logging.getLogger("cad_outlines.serving")
-
-_CHECKED: OrderedDict[str, str | None] = OrderedDict()  # grammar key -> error (None: loads)
-_CHECKED_LOCK = threading.Lock()
-
 
 @dataclass
 class _Engine:
@@ -83,21 +79,7 @@ class CadLogitsProcessor(LogitsProcessor):
         request = ConstraintRequest.from_extra_args(getattr(sampling_params, "extra_args", None))
         if request is None or request.grammar is None:
             return
-        key = request.grammar.key
-        with _CHECKED_LOCK:  # admission may run on several renderer threads
-            known, error = key in _CHECKED, _CHECKED.get(key)
-        if not known:
-            try:
-                check_grammar(request.grammar)
-                error = None
-            except RequestError as e:
-                error = str(e)
-            with _CHECKED_LOCK:
-                _CHECKED[key] = error
-                while len(_CHECKED) > 1024:
-                    _CHECKED.popitem(last=False)
-        if error is not None:
-            raise RequestError(error)
+        check_grammar(request.grammar)  # the verdict is kept per grammar: a lookup after the first time
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         model_config = vllm_config.model_config

@@ -188,6 +188,7 @@ def test_teacher_forced_edit_resolves_with_cache_hits(setup):
     assert copies == [op for op in result.program.ops if isinstance(op, Copy)]
     assert result.stats.requests == len(copies) + 1 and result.stats.cached_tokens > 0
     assert engine.sessions.hits == len(copies)  # every later segment resumed its state
+    assert {e.kind for _, e in events} == {"copy", "gen_text", "gen", "end"}  # as CopyEditor.stream says
     assert "".join(e.text for _, e in events) == AFTER  # streamed text is the new document
 
 

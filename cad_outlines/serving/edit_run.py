@@ -92,7 +92,7 @@ class EditRun:
         """Queue the edit's next request, or its final event when it is over."""
         seg = edit.next_segment()
         if seg is None:
-            step.events.append((edit, EditEvent(result=edit.result())))
+            step.events.append((edit, EditEvent(result=edit.result(), kind="end")))
             return
         rid = f"{edit.session}-{next(_ids)}"
         self.active[rid] = edit

@@ -27,11 +27,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..edits.lines import split_lines
-from ..edits.program import PROGRAM_START, Copy
+from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compiled import CompiledGrammar
 from ..engine.matcher import Matcher
-from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt
+from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt, resolver_events
 from ..generators.encoding import TokenEncoder
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
@@ -204,24 +204,17 @@ class ServedEdit:
         return events
 
     def _feed(self, ids: list[int]) -> list[EditEvent]:
-        events: list[EditEvent] = []
         self.program_ids.extend(ids)
         self.context.extend(ids)
         data = b"".join(self.grammar.token_bytes(t) for t in ids)
         self._program_bytes.extend(data)
-        for ch in self._decode(data):
-            before = len(self.resolver.ops)
-            piece = self.resolver.feed(ch)
-            new_ops = self.resolver.ops[before:]
-            for op in new_ops:
-                events.append(EditEvent(op=op, text=piece if isinstance(op, Copy) else ""))
-                if isinstance(op, Copy):
-                    copy_ids = self.encoder.encode(piece)
-                    self.context.extend(copy_ids)
-                    self.stats.copied_tokens += len(copy_ids)
-                    self._copy_closed = True
-            if piece and not any(isinstance(op, Copy) for op in new_ops):
-                events.append(EditEvent(text=piece))
+        events = resolver_events(self.resolver, self._decode(data))
+        for event in events:
+            if event.kind == "copy":  # the copied lines go into the next request's prompt
+                copy_ids = self.encoder.encode(event.text)
+                self.context.extend(copy_ids)
+                self.stats.copied_tokens += len(copy_ids)
+                self._copy_closed = True
         return events
 
     def _decode(self, data: bytes) -> str:

@@ -5,8 +5,9 @@
 - :mod:`.request` -- what a request carries (``extra_args`` / ``vllm_xargs``).
 - :mod:`.grammar_library`, :mod:`.constraint_state` -- grammars per tokenizer, per-request
   state and the batch mask step; :mod:`.tokenizer` -- the vocabulary, once per process.
-- :mod:`.grammar_gate`, :mod:`.http_admission` -- grammars compiled before their requests
-  are admitted (a worker process), so a new grammar does not stall the engine.
+- :mod:`.grammar_gate`, :mod:`.compile_worker`, :mod:`.http_admission` -- grammars compiled
+  before their requests are admitted (by a worker process), so a new grammar does not stall
+  the engine.
 - :mod:`.served_edit`, :mod:`.edit_run`, :mod:`.backends`, :mod:`.async_backend`,
   :mod:`.editor` -- the Copy-as-Decode client: one edit as requests, many edits at once,
   the engines (``LLM``, HTTP, ``AsyncLLM``) and the entry point.

@@ -82,7 +82,7 @@ class GrammarGate:
                  cache: str | Path | None = None):
         self.tokenizer_path, self.model_vocab_size = str(tokenizer_path), model_vocab_size
         self.cache = Path(cache) if cache is not None else None  # None: cache_dir() when used ($CAD_OUTLINES_CACHE)
-        self.compiled: list[str] = []  # keys of the grammars this gate had a worker compile
+        self.compiled: list[str] = []  # grammar keys (GrammarSpec.key) this gate had a worker compile
         self._futures: OrderedDict[str, Future] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -107,7 +107,7 @@ class GrammarGate:
 
     def future(self, spec: GrammarSpec) -> Future:
         """A future that resolves when `spec` is in the cache (or fails with RequestError)."""
-        key = spec.key
+        key = f"{self.folder()}|{spec.key}"  # ready in one cache folder says nothing of another
         with self._lock:
             fut = self._futures.get(key)
             if fut is None or (fut.done() and isinstance(fut.exception(), _WorkerDied)):

@@ -374,35 +374,36 @@ def run(args) -> int:
             f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
             f"all edits of a run submitted at once to one in-process engine. {versions}",
             ""]
+    sections: dict[int, list[str]] = earlier_sections(Path(args.out) / "serving.md", config, set(sizes))
     for n in sizes:
+        sections[n] = section = []
         rs = sorted(results[n], key=lambda r: order[r.method])
         ok = [r for r in rs if "error" not in r.extra]
         per_corpus = ", ".join(f"{sum(1 for c in all_cases[n] if c in set(load_corpus(name).cases))} {name}"
                                for name in CORPORA)
-        body += [f"## {n} concurrent edits", "", f"Cases: {len(all_cases[n])} ({per_corpus}).", "", _table(n, ok), ""]
+        section += [f"## {n} concurrent edits", "", f"Cases: {len(all_cases[n])} ({per_corpus}).", "",
+                    _table(n, ok), ""]
         for r in rs:
             if r.method == "ngram" and "error" in r.extra:
-                body += [f"n-gram speculative decoding failed: `{r.extra['error']}`", ""]
+                section += [f"n-gram speculative decoding failed: `{r.extra['error']}`", ""]
             elif r.method == "ngram":
                 e = r.extra
-                body += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model "
-                         f"spelled the gold text in {r.output_tokens} tokens (the tokenizer's spelling: "
-                         f"{e['gold_tokens']}).", ""]
+                section += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model "
+                            f"spelled the gold text in {r.output_tokens} tokens (the tokenizer's spelling: "
+                            f"{e['gold_tokens']}).", ""]
             elif r.method == "cad":
                 e = r.extra
-                body += [f"Copy-as-Decode: {r.requests} requests for {n} edits; {e['program']} program tokens, of "
-                         f"which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
-                         f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest sampled; "
-                         f"{e['copied']} copied tokens re-sent as prompt, computed once each; everything before "
-                         "them served by the prefix cache.", ""]
+                section += [f"Copy-as-Decode: {r.requests} requests for {n} edits; {e['program']} program tokens, "
+                            f"of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
+                            f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest "
+                            f"sampled; {e['copied']} copied tokens re-sent as prompt, computed once each; everything "
+                            "before them served by the prefix cache.", ""]
+    for n in sorted(sections):
+        body += sections[n]
     if cost_table:
         body += ["## A grammar by name vs by text", "",
                  "Per request, on the same engine (json.lark both ways; by text the grammar is keyed by the hash "
                  "of its text, so after its first request it is found compiled, like a name):", "", cost_table, ""]
-    carried = earlier_sections(Path(args.out) / "serving.md", config, set(sizes))
-    if carried:
-        at = next((k for k, line in enumerate(body) if line.startswith("## A grammar")), len(body))
-        body[at:at] = carried
     path = write_report(args.out, "serving", "Serving on vLLM: concurrent edits", "\n".join(body),
                         "cad-outlines study serving " + " ".join(shlex.quote(a) for a in _argv(args)))
     print(f"wrote {path}")
@@ -412,28 +413,27 @@ def run(args) -> int:
 _SECTION = re.compile(r"^## (\d+) concurrent edits$", re.MULTILINE)
 
 
-def earlier_sections(path: Path, config: str, sizes: set[int]) -> list[str]:
-    """The "N concurrent edits" sections of an earlier report of the same model shape for
-    edit counts this run does not measure, each marked with the run it comes from."""
+def earlier_sections(path: Path, config: str, sizes: set[int]) -> dict[int, list[str]]:
+    """The "N concurrent edits" sections (lines, by N) of an earlier report of the same
+    model shape for edit counts this run does not measure, each marked with its run."""
     if not path.is_file():
-        return []
+        return {}
     text = path.read_text(encoding="utf-8")
     reproduce = re.search(r"^Reproduce: `(.*)`$", text, re.MULTILINE)
     machine = re.search(r"^Machine: (.*)$", text, re.MULTILINE)
     if reproduce is None or f"--config {config} " not in reproduce.group(1) + " ":
-        return []
-    out = []
+        return {}
+    out: dict[int, list[str]] = {}
     heads = list(_SECTION.finditer(text))
     for k, head in enumerate(heads):
         if int(head.group(1)) in sizes:
             continue
         end = heads[k + 1].start() if k + 1 < len(heads) else text.find("\n## ", head.end())
         section = text[head.end(): end if end >= 0 else len(text)].strip()
-        if section.startswith("From an earlier run"):
-            out += [head.group(0), "", section, ""]
-        else:
-            out += [head.group(0), "", f"From an earlier run (`{reproduce.group(1)}`; "
-                    f"{machine.group(1).rstrip('.') if machine else 'machine not recorded'}).", "", section, ""]
+        if not section.startswith("From an earlier run"):
+            section = (f"From an earlier run (`{reproduce.group(1)}`; "
+                       f"{machine.group(1).rstrip('.') if machine else 'machine not recorded'}).\n\n{section}")
+        out[int(head.group(1))] = [head.group(0), "", section, ""]
     return out
 
 

@@ -183,11 +183,6 @@ class Background:
         while not self.stopped.is_set():
             self.one(lambda ids: self.times.extend([time.perf_counter()] * len(ids)))
 
-    def longest_wait(self, t0: float, t1: float) -> float:
-        """The longest time in [t0, t1] without a token."""
-        marks = [t0, *(t for t in self.times if t0 < t < t1), t1]
-        return max(b - a for a, b in zip(marks, marks[1:]))
-
     def __enter__(self):
         self.thread.start()
         while not self.times:
@@ -199,10 +194,11 @@ class Background:
         self.thread.join(120)
 
 
-def assert_served_meanwhile(background: Background, sent: float, first: float) -> None:
+def assert_served_meanwhile(times: list[float], sent: float, first: float) -> None:
     """While the new grammar compiled (from its request's submission to its first token),
-    the other requests kept getting tokens: the engine was not stopped."""
-    wait = background.longest_wait(sent, first)
+    the other requests kept getting tokens (at `times`): the engine was not stopped."""
+    marks = [sent, *(t for t in times if sent < t < first), first]
+    wait = max(b - a for a, b in zip(marks, marks[1:]))
     print(f"grammar ready after {first - sent:.2f} s; longest wait of the other requests {wait:.2f} s")
     assert first - sent > 1.0, "the grammar was ready too fast for the check to mean anything"
     assert wait < 1.0, f"the other requests got no token for {wait:.2f} s while the grammar compiled"
@@ -265,7 +261,7 @@ class TestHTTPServer:
             for t in threads:
                 t.join(300)
         assert len(results) == 3, log.read_text()[-3000:]
-        assert_served_meanwhile(background, sent, min(firsts.values()))
+        assert_served_meanwhile(background.times, sent, min(firsts.values()))
         eos = json.loads((tiny_model / "config.json").read_text())["eos_token_id"]
         for text, ids, finish in results.values():
             check_python_output(python_checks, text, ids, finish, eos)
@@ -449,9 +445,7 @@ class TestAsyncLLM:
             return sent, outs
 
         sent, outs = loop.run_until_complete(main())
-        background = Background(None)
-        background.times = times
-        assert_served_meanwhile(background, sent, min(f for f, _ in outs))
+        assert_served_meanwhile(times, sent, min(f for f, _ in outs))
         assert len(backend.gate.compiled) == 1  # two requests, one compile
         eos = llm.model_config.hf_config.eos_token_id
         for _, out in outs:

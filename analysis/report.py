@@ -30,7 +30,24 @@ def _version(pkg: str) -> str:
     try:
         return metadata.version(pkg)
     except metadata.PackageNotFoundError:
+        return _checkout_version() if pkg == "cad-outlines" else "-"
+
+
+def _checkout_version() -> str:
+    """cad_outlines imported from a source checkout (not installed): its version and commit."""
+    import subprocess
+
+    try:
+        import cad_outlines
+    except ImportError:
         return "-"
+    root = Path(cad_outlines.__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    return f"{cad_outlines.__version__} (source checkout{' ' + sha if sha else ''})"
 
 
 def environment(packages: Sequence[str] = ("cad-outlines", "tokenizers", "transformers", "torch")) -> str:

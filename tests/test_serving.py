@@ -1,8 +1,10 @@
 """Our processor and Copy-as-Decode on a real vLLM engine (CPU build): a tiny random
-Qwen2-shaped model with the GPT-2 tokenizer, served on 127.0.0.1.
+Qwen2-shaped model with the GPT-2 tokenizer, served on 127.0.0.1, in-process by ``LLM``
+and by ``AsyncLLM``. One engine at a time: each class starts its own and stops it.
 
 Skipped when vLLM is not importable (install it with ``pip install -e ".[vllm]"``)."""
 
+import asyncio
 import json
 import os
 import signal
@@ -20,24 +22,15 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 
 from cad_outlines import oracle_program, resolve, split_lines  # noqa: E402
 from cad_outlines.edits.program import Copy  # noqa: E402
-from cad_outlines.serving import PROCESSOR, ServedEditor, ServingError  # noqa: E402
+from cad_outlines.serving import MIDDLEWARE, PROCESSOR, ServedEditor, ServingError  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 BEFORE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n\n\ndef neg(a):\n    return -a\n"
 AFTER = BEFORE.replace("a - b", "a + b")
-
-# a small Python-like language whose sentences are at most ~70 tokens: every output ends
-SMALL_PY = r'''
-start: stmt~1..3
-stmt: NAME "=" expr NL
-expr: atom (OP atom)~0..2
-atom: NAME | NUMBER
-NAME: /[a-z]{1,6}/
-NUMBER: /[1-9][0-9]{0,3}/
-OP: "+" | "-" | "*"
-NL: "\n"
-'''
+SCRIPT = oracle_program(BEFORE, AFTER).to_text()
+ENGINE = dict(dtype="bfloat16", enforce_eager=True, max_model_len=2048, block_size=32,
+              kv_cache_memory_bytes=256 * 2**20, enable_prefix_caching=True, seed=0)
 
 
 def make_tiny_model(path, tokenizer_dir):
@@ -59,41 +52,82 @@ def tiny_model(data_dir, tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), data_dir / "tokenizers" / "gpt2")
 
 
+# -- checking Python output with lark ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def python_checks(tiny_model, tmp_path_factory):
+    """(lark check, token-sequence check) for text generated under the shipped `python` grammar.
+
+    The oracle of the main suite (tests/oracle) needs lark >= 1.3 and this venv has vLLM's
+    lark 1.2.2, so two checks stand in for it. lark itself (python.lark + PythonIndenter,
+    LALR, independent of our engine) parses a finished text whole; for a text cut by
+    max_tokens it lexes what it can and feeds every lexeme but the last one (which may be
+    unfinished: a name, a string, a newline whose indentation is still growing) to its
+    interactive LALR parser, which must accept them. Our reference matcher (the
+    pure-Python implementation, not the native core that made the masks) then accepts the
+    whole token sequence, the unfinished last lexeme included, and EOS exactly where the
+    output ended with one."""
+    import lark
+    from lark.indenter import DedentError, PythonIndenter
+
+    from cad_outlines.engine.compile import compile_grammar
+    from cad_outlines.engine.reference_matcher import ReferenceMatcher
+    from cad_outlines.grammars import load_grammar_text
+    from cad_outlines.serving.tokenizer import shared_vocabulary
+
+    parser = lark.Lark(load_grammar_text("python"), parser="lalr", lexer="basic", start="file_input",
+                       postlex=PythonIndenter())
+    _, vocab = shared_vocabulary(str(tiny_model), None)
+    grammar = compile_grammar("python", vocab, cache=tmp_path_factory.mktemp("python_eager"), progress=False)
+
+    def lark_check(text: str, finished: bool) -> int:
+        """Lexemes lark checked (-1: the whole text parsed)."""
+        if finished:
+            parser.parse(text)
+            return -1
+        tokens = []
+        try:
+            for tok in parser.lex(text):
+                tokens.append(tok)
+        except lark.exceptions.UnexpectedCharacters:
+            pass  # the unfinished last lexeme (e.g. an open string)
+        except DedentError:  # only legal for the last lexeme: a newline whose indentation is still growing
+            end = max((t.end_pos for t in tokens if t.end_pos is not None), default=0)
+            assert text[end:].strip(" \t\r\n\f") == "", f"lark: a dedent error before the end of {text!r}"
+        positions = [t.start_pos for t in tokens if t.start_pos is not None]
+        last = max(positions, default=0)
+        done = [t for t in tokens if t.start_pos is not None and t.start_pos < last]
+        ip = parser.parse_interactive(start="file_input")
+        for tok in done:
+            ip.feed_token(tok)  # raises lark.exceptions.UnexpectedToken if lark refuses
+        return len(done)
+
+    def tokens_check(ids: list[int], ended_with_eos: bool) -> None:
+        m = ReferenceMatcher(grammar)
+        body = ids[:-1] if ended_with_eos else ids
+        m.advance_many(body)  # raises InvalidTokenError naming the refused token
+        assert not ended_with_eos or m.allowed_mask()[ids[-1]]
+
+    return lark_check, tokens_check
+
+
+def check_python_output(python_checks, text: str, ids: list[int], finish: str, eos: int) -> None:
+    lark_check, tokens_check = python_checks
+    assert finish in ("stop", "length"), finish
+    ended = finish == "stop"
+    assert not ended or ids[-1] == eos
+    tokens_check(ids, ended)
+    lark_check(text, ended)
+
+
+# -- the HTTP server --------------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-ENGINE_ARGS = ["--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048", "--block-size", "32",
+SERVER_ARGS = ["--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048", "--block-size", "32",
                "--kv-cache-memory-bytes", str(256 * 2**20), "--enable-prefix-caching", "--seed", "0"]
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model, tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    env = {**os.environ, "CAD_OUTLINES_CACHE": str(tmp_path_factory.mktemp("grammar_cache"))}
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
-           "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
-           "--logits-processors", PROCESSOR, "--enable-prompt-tokens-details", *ENGINE_ARGS]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the vLLM server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=5):
-                break
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if time.time() > deadline:
-                kill_server(proc)
-                pytest.fail(f"the vLLM server did not come up:\n{log.read_text()[-4000:]}")
-            time.sleep(2)
-    yield proc, url, log
-    kill_server(proc)
 
 
 def kill_server(proc) -> None:
@@ -116,95 +150,320 @@ def complete(url, body, timeout=300):
         return e.code, json.loads(e.read() or b"{}")
 
 
-def test_grammar_by_text_over_http_gives_sentences_lark_parses(server):
-    import lark
-
-    _, url, _ = server
-    parser = lark.Lark(SMALL_PY, parser="lalr")
-    results = {}
-
-    def run(i):
-        results[i] = complete(url, {"prompt": [100 + i, 200, 300], "max_tokens": 128, "temperature": 1.0,
-                                    "seed": i, "vllm_xargs": {"cad_grammar_text": SMALL_PY}})
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    plain = complete(url, {"prompt": [5, 6, 7], "max_tokens": 8, "temperature": 1.0, "seed": 1})
-    for t in threads:
-        t.join()
-    for status, body in results.values():
-        assert status == 200, body
-        choice = body["choices"][0]
-        assert choice["finish_reason"] == "stop", choice
-        parser.parse(choice["text"])  # raises if lark does not accept it
-    assert plain[0] == 200 and plain[1]["choices"][0]["finish_reason"] == "length"
+def stream_complete(url, body, on_tokens, timeout=300):
+    """A streamed completion; `on_tokens(ids)` per chunk. Returns (text, ids, finish)."""
+    payload = {"model": "tiny", **body, "stream": True, "return_token_ids": True}
+    req = urllib.request.Request(f"{url}/v1/completions", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    text, ids, finish = [], [], None
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        for raw in resp:
+            line = raw.decode().strip()
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            for choice in json.loads(line[5:])["choices"]:
+                got = choice.get("token_ids") or []
+                if got:
+                    on_tokens(got)
+                text.append(choice.get("text") or "")
+                ids += got
+                finish = choice.get("finish_reason") or finish
+    return "".join(text), ids, finish
 
 
-def test_json_by_name_and_a_bad_grammar_fails_alone(server):
-    _, url, _ = server
-    status, body = complete(url, {"prompt": [1, 2, 3], "max_tokens": 40, "temperature": 1.0, "seed": 3,
-                                  "vllm_xargs": {"cad_grammar": "json"}})
-    assert status == 200
-    text = body["choices"][0]["text"]
-    assert text.lstrip()[:1] in '{["-0123456789tfn', text
-    status, body = complete(url, {"prompt": [1, 2, 3], "max_tokens": 8, "vllm_xargs": {"cad_grammar_text": "start: FOO\n"}})
-    assert status == 400 and "FOO" in json.dumps(body), body
-    status, body = complete(url, {"prompt": [1, 2, 3], "max_tokens": 8, "vllm_xargs": {"cad_grammar": "pyhton"}})
-    assert status == 400 and "no shipped grammar" in json.dumps(body), body
-    assert complete(url, {"prompt": [1, 2, 3], "max_tokens": 4})[0] == 200  # the server goes on
+class Background:
+    """Plain requests sent one after another (or run by `one()`) until stopped, with the
+    arrival time of every token: shows whether the engine kept serving meanwhile."""
+
+    def __init__(self, one):
+        self.one, self.times, self.stopped = one, [], threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self.stopped.is_set():
+            self.one(lambda ids: self.times.extend([time.perf_counter()] * len(ids)))
+
+    def __enter__(self):
+        self.thread.start()
+        while not self.times:
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        self.thread.join(120)
 
 
-@pytest.fixture(scope="module")
+def assert_served_meanwhile(times: list[float], sent: float, first: float) -> None:
+    """While the new grammar compiled (from its request's submission to its first token),
+    the other requests kept getting tokens (at `times`): the engine was not stopped."""
+    marks = [sent, *(t for t in times if sent < t < first), first]
+    wait = max(b - a for a, b in zip(marks, marks[1:]))
+    print(f"grammar ready after {first - sent:.2f} s; longest wait of the other requests {wait:.2f} s")
+    assert first - sent > 1.0, "the grammar was ready too fast for the check to mean anything"
+    assert wait < 1.0, f"the other requests got no token for {wait:.2f} s while the grammar compiled"
+
+
+@pytest.fixture(scope="class")
+def server(tiny_model, tmp_path_factory):
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    env = {**os.environ, "CAD_OUTLINES_CACHE": str(tmp_path_factory.mktemp("grammar_cache"))}
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
+           "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+           "--logits-processors", PROCESSOR, "--middleware", MIDDLEWARE, "--enable-prompt-tokens-details",
+           *SERVER_ARGS]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 600
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"the vLLM server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5):
+                break
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if time.time() > deadline:
+                kill_server(proc)
+                pytest.fail(f"the vLLM server did not come up:\n{log.read_text()[-4000:]}")
+            time.sleep(2)
+    yield proc, url, log
+    kill_server(proc)
+
+@pytest.fixture(scope="class")
 def http_editor(server, tiny_model):
     _, url, _ = server
     return ServedEditor.from_server(url, "tiny", tiny_model)
 
 
-def test_copy_as_decode_edit_over_http_resolves_with_prefix_cache_hits(http_editor):
-    script = oracle_program(BEFORE, AFTER).to_text()
-    events = list(http_editor.stream(BEFORE, "Fix add.", script=script))
-    result = events[-1].result
-    assert result.complete and result.text == AFTER, result.program_text
-    copies = [e.op for e in events if isinstance(e.op, Copy)]
-    assert len(copies) >= 2 and result.stats.requests == len(copies) + 1
-    assert result.stats.cached_tokens > 0
-    assert "".join(e.text for e in events) == AFTER
+class TestHTTPServer:
+    def test_python_by_name_compiles_off_the_engine_and_lark_accepts_the_text(self, server, python_checks,
+                                                                              tiny_model):
+        """The shipped python grammar, cold: the middleware holds these requests while a
+        worker compiles it, and the plain requests streaming meanwhile keep getting tokens."""
+        _, url, log = server
+        plain = {"prompt": [5, 6, 7], "max_tokens": 48, "temperature": 1.0, "ignore_eos": True}
+        results, firsts = {}, {}
+
+        def run(i):
+            first = []
+            results[i] = stream_complete(url, {"prompt": [100 + i, 200, 300], "max_tokens": 96, "temperature": 1.0,
+                                               "seed": i, "vllm_xargs": {"cad_grammar": "python"}},
+                                         lambda ids: first or first.append(time.perf_counter()))
+            firsts[i] = first[0]
+
+        with Background(lambda on: stream_complete(url, plain, on)) as background:
+            sent = time.perf_counter()
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(300)
+        assert len(results) == 3, log.read_text()[-3000:]
+        assert_served_meanwhile(background.times, sent, min(firsts.values()))
+        eos = json.loads((tiny_model / "config.json").read_text())["eos_token_id"]
+        for text, ids, finish in results.values():
+            check_python_output(python_checks, text, ids, finish, eos)
+        assert "was not compiled before it reached the engine" not in log.read_text()
+
+    def test_json_by_name_and_bad_grammars_fail_alone(self, server, tmp_path):
+        _, url, _ = server
+        status, body = complete(url, {"prompt": [1, 2, 3], "max_tokens": 40, "temperature": 1.0, "seed": 3,
+                                      "vllm_xargs": {"cad_grammar": "json"}})
+        assert status == 200
+        text = body["choices"][0]["text"]
+        assert text.lstrip()[:1] in '{["-0123456789tfn', text
+        secret = tmp_path / "secret.txt"
+        secret.write_text("TOP-SECRET line\n")
+        for xargs, word in [({"cad_grammar_text": "start: FOO\n"}, "FOO"), ({"cad_grammar": "pyhton"}, "no shipped"),
+                            ({"cad_grammar_text": 'start: "a" start\n'}, "does not compile"),  # empty language
+                            ({"cad_grammar_text": str(secret)}, "grammar")]:
+            status, body = complete(url, {"prompt": [1, 2, 3], "max_tokens": 8, "vllm_xargs": xargs})
+            assert status == 400 and word in json.dumps(body), (xargs, body)
+            assert "TOP-SECRET" not in json.dumps(body)
+        assert complete(url, {"prompt": [1, 2, 3], "max_tokens": 4})[0] == 200  # the server goes on
+
+    def test_copy_as_decode_edit_over_http_resolves_with_prefix_cache_hits(self, http_editor):
+        events = list(http_editor.stream(BEFORE, "Fix add.", script=SCRIPT))
+        result = events[-1].result
+        assert result.complete and result.text == AFTER, result.program_text
+        copies = [e.op for e in events if isinstance(e.op, Copy)]
+        assert len(copies) >= 2 and result.stats.requests >= len(copies) + 1
+        assert result.stats.cached_tokens > 0 and result.stats.forced_runs > 0
+        assert "".join(e.text for e in events) == AFTER
+
+    def test_sampled_edits_run_concurrently_with_spans_in_range(self, http_editor):
+        results = http_editor.edit_many([(BEFORE, "Fix add."), (BEFORE.replace("\n", "\r\n"), "Fix add.")],
+                                        max_new_tokens=40, temperature=1.0, seed=5)
+        for r in results:
+            n = len(split_lines(r.document))
+            assert all(1 <= op.start <= op.end <= n for op in r.program.ops if isinstance(op, Copy))
+            assert resolve(r.program, r.document, partial=True) == r.text
+            assert r.complete or r.stop_reason == "max_new_tokens"
+
+    def test_a_server_dying_mid_edit_gives_a_clear_error_with_the_partial_program(self, server, http_editor):
+        proc, _, _ = server
+        with pytest.raises(ServingError) as info:
+            for event in http_editor.stream(BEFORE, "Fix add.", script=SCRIPT):
+                if isinstance(event.op, Copy) and proc.poll() is None:
+                    kill_server(proc)  # the first copy closed: the server dies before the next request
+        partial = info.value.partial
+        assert partial is not None and not partial.complete
+        assert list(partial.program.ops)[:1] == [Copy(1, 1)] and "partial program" in str(info.value)
 
 
-def test_sampled_edits_run_concurrently_with_spans_in_range(http_editor):
-    results = http_editor.edit_many([(BEFORE, "Fix add."), (BEFORE.replace("\n", "\r\n"), "Fix add.")],
-                                    max_new_tokens=40, temperature=1.0, seed=5)
-    for r in results:
-        n = len(split_lines(r.document))
-        assert all(1 <= op.start <= op.end <= n for op in r.program.ops if isinstance(op, Copy))
-        assert resolve(r.program, r.document, partial=True) == r.text
-        assert r.complete or r.stop_reason == "max_new_tokens"
-
-
-def test_a_server_dying_mid_edit_gives_a_clear_error_with_the_partial_program(server, http_editor):
-    proc, _, _ = server
-    script = oracle_program(BEFORE, AFTER).to_text()
-    seen = []
-    with pytest.raises(ServingError) as info:
-        for event in http_editor.stream(BEFORE, "Fix add.", script=script):
-            seen.append(event)
-            if isinstance(event.op, Copy) and proc.poll() is None:
-                kill_server(proc)  # the first copy closed: the server dies before the next request
-    partial = info.value.partial
-    assert partial is not None and not partial.complete
-    assert list(partial.program.ops)[:1] == [Copy(1, 1)] and "partial program" in str(info.value)
-
-
-def test_in_process_llm_edit_with_prefix_cache_hits(tiny_model, tmp_path_factory, monkeypatch):
+# -- in-process LLM ---------------------------------------------------------------------------
+@pytest.fixture(scope="class")
+def llm(tiny_model, tmp_path_factory):
     from vllm import LLM
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
-    monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path_factory.mktemp("grammar_cache_llm")))
-    llm = LLM(model=str(tiny_model), dtype="bfloat16", enforce_eager=True, max_model_len=2048, block_size=32,
-              kv_cache_memory_bytes=256 * 2**20, enable_prefix_caching=True, seed=0,
-              logits_processors=[CadLogitsProcessor])
-    editor = ServedEditor.from_llm(llm)
-    result = editor.edit(BEFORE, "Fix add.", script=oracle_program(BEFORE, AFTER).to_text())
-    assert result.complete and result.text == AFTER and result.stats.cached_tokens > 0
+    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm"))
+    try:
+        llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
+        yield llm
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        os.environ.pop("CAD_OUTLINES_CACHE", None)
+
+
+class TestLLM:
+    def test_edit_with_prefix_cache_hits_and_forced_runs_in_one_step(self, llm):
+        """Forced runs appended to the next prompt (default) against decoded one per step:
+        the same program and text, fewer engine steps, one request more per run."""
+        editor = ServedEditor.from_llm(llm)
+        merged = editor.edit(BEFORE, "Fix add.", script=SCRIPT)
+        decoded = editor.edit(BEFORE, "Fix add.", script=SCRIPT, forced_min_run=0)
+        for r in (merged, decoded):
+            assert r.complete and r.text == AFTER and r.stats.cached_tokens > 0
+        assert merged.program_text == decoded.program_text
+        moved = merged.stats.fast_forwarded_tokens - decoded.stats.fast_forwarded_tokens
+        assert moved > 0 and merged.stats.forced_runs > decoded.stats.forced_runs
+        assert merged.stats.generated_tokens == decoded.stats.generated_tokens - moved
+        assert merged.stats.steps < decoded.stats.steps
+        assert merged.stats.requests > decoded.stats.requests
+
+
+# -- in-process AsyncLLM -----------------------------------------------------------------------
+@pytest.fixture(scope="class")
+def engine(tiny_model, tmp_path_factory):
+    """(AsyncLLM, its event loop): every test runs on this one loop."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+
+    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_async"))
+    loop = asyncio.new_event_loop()
+    try:
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
+                                                             logits_processors=[CadLogitsProcessor], **ENGINE))
+
+        engine = loop.run_until_complete(start())
+        yield engine, loop
+        engine.shutdown()
+    finally:
+        loop.close()
+        os.environ.pop("CAD_OUTLINES_CACHE", None)
+
+
+class TestAsyncLLM:
+    def test_many_edits_run_concurrently_on_one_loop_and_stream(self, engine):
+        llm, loop = engine
+        editor = ServedEditor.from_async_llm(llm)
+        order = []
+
+        async def one(i, **kwargs):
+            events = []
+            async for event in editor.astream(BEFORE, "Fix add.", tag=f"e{i}", **kwargs):
+                order.append((i, event.result is not None))
+                events.append(event)
+            return events
+
+        async def main():
+            forced = [one(i, script=SCRIPT) for i in range(3)]
+            sampled = [editor.aedit(BEFORE, "Fix add.", max_new_tokens=30, temperature=1.0, seed=9)]
+            return await asyncio.gather(*forced, *sampled)
+
+        *scripted, sampled = loop.run_until_complete(main())
+        for events in scripted:
+            result = events[-1].result
+            assert result.complete and result.text == AFTER and result.program_text.endswith("</program>")
+            assert "".join(e.text for e in events) == AFTER  # streamed as the ops resolved
+            assert result.stats.cached_tokens > 0 and result.stats.forced_runs > 0
+            assert result.stats.steps >= result.stats.generated_tokens
+        first_end = next(k for k, (_, end) in enumerate(order) if end)
+        assert {i for i, _ in order[:first_end]} == {0, 1, 2}  # all were under way before one ended
+        assert resolve(sampled.program, BEFORE, partial=True) == sampled.text
+        assert sampled.complete or sampled.stop_reason == "max_new_tokens"
+        with pytest.raises(TypeError, match="aedit"):
+            editor.edit(BEFORE, "Fix add.")
+
+    def test_constrained_generation_waits_for_its_grammar_alone(self, engine, python_checks):
+        """A grammar sent as text, never seen before: the request waits for a worker to
+        compile it; the engine's other requests keep streaming meanwhile."""
+        from vllm import SamplingParams
+
+        from cad_outlines.grammars import load_grammar_text
+        from cad_outlines.serving import RequestError
+
+        llm, loop = engine
+        backend = ServedEditor.from_async_llm(llm).backend
+        text = load_grammar_text("python") + "\n// a text no cache has seen\n"
+        times = []
+
+        async def background(stop):
+            i = 0
+            while not stop.is_set():
+                i += 1
+                params = SamplingParams(max_tokens=32, temperature=1.0, ignore_eos=True)
+                async for out in llm.generate({"prompt_token_ids": [5, 6, i % 50 + 7]}, params, f"bg-{i}"):
+                    times.append(time.perf_counter())
+
+        async def constrained(seed):
+            first, out = None, None
+            async for out in backend.generate([100, 200 + seed], grammar_text=text, max_tokens=64, temperature=1.0,
+                                              seed=seed):
+                first = first or time.perf_counter()
+            return first, out
+
+        async def main():
+            stop = asyncio.Event()
+            bg = asyncio.get_running_loop().create_task(background(stop))
+            while not times:
+                await asyncio.sleep(0.05)
+            sent = time.perf_counter()
+            outs = await asyncio.gather(constrained(1), constrained(2))
+            stop.set()
+            await bg
+            with pytest.raises(RequestError, match="does not compile"):
+                async for _ in backend.generate([1], grammar_text='start: "a" start\n', max_tokens=4):
+                    pass
+            return sent, outs
+
+        sent, outs = loop.run_until_complete(main())
+        assert_served_meanwhile(times, sent, min(f for f, _ in outs))
+        assert len(backend.gate.compiled) == 1  # two requests, one compile
+        eos = llm.model_config.hf_config.eos_token_id
+        for _, out in outs:
+            c = out.outputs[0]
+            check_python_output(python_checks, c.text, list(c.token_ids), c.finish_reason, eos)
+
+    def test_engine_dying_mid_edit_gives_a_clear_error_with_the_partial_program(self, engine):
+        llm, loop = engine
+        editor = ServedEditor.from_async_llm(llm)
+        proc = llm.engine_core.resources.engine_manager.processes[0]
+
+        async def main():
+            async for event in editor.astream(BEFORE, "Fix add.", script=SCRIPT, forced_min_run=0):
+                if isinstance(event.op, Copy) and proc.is_alive():
+                    os.kill(proc.pid, signal.SIGKILL)  # the first copy closed: the engine dies
+
+        with pytest.raises(ServingError) as info:
+            loop.run_until_complete(main())
+        partial = info.value.partial
+        assert partial is not None and not partial.complete
+        assert list(partial.program.ops)[:1] == [Copy(1, 1)] and "partial program" in str(info.value)

@@ -2,6 +2,8 @@
 state and batch masks, and the Copy-as-Decode client loop against a simulated engine
 (the same state the vLLM processor keeps, a prefix cache in whole blocks)."""
 
+import asyncio
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from cad_outlines import oracle_program, resolve, split_lines
 from cad_outlines.edits.program import Copy
 from cad_outlines.engine.matcher import Matcher
 from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
-from cad_outlines.serving.backends import Update, run_edits, stream_edits
+from cad_outlines.serving.edit_run import Update, arun_edits, astream_edits, run_edits, stream_edits
 from cad_outlines.serving.constraint_state import (
     SequenceConstraint, SessionStore, TokenTables, batch_masks, unpack_rows)
 from cad_outlines.serving.grammar_library import GrammarLibrary, check_grammar
@@ -105,15 +107,17 @@ def test_a_request_that_goes_wrong_ends_alone(setup):
 class SimulatedEngine:
     """Runs segments the way the vLLM processor constrains them: greedy over a fixed
     pseudo-random score per token, masks from SequenceConstraint, a prefix cache in
-    blocks of 16 tokens; `die_after` requests, it fails."""
+    blocks of 16 tokens; `die_after` requests, it fails. `steps` counts sampled tokens
+    (one engine forward each); `channel()` serves the async loop."""
 
-    def __init__(self, grammar, tables, die_after=None, block=16):
+    def __init__(self, grammar, tables, encoder, die_after=None, block=16):
         self.grammar, self.tables, self.block, self.die_after = grammar, tables, block, die_after
+        self.encoder = encoder
         self.sessions = SessionStore()
         self.scores = np.random.default_rng(0).random(grammar.vocab_size)
         self.cached: set[tuple[int, ...]] = set()
         self.pending: list[Update] = []
-        self.requests = 0
+        self.requests = self.steps = 0
 
     def submit(self, rid, seg):
         self.requests += 1
@@ -128,12 +132,13 @@ class SimulatedEngine:
             self.cached.add(tuple(seg.prompt_ids[:n]))
         out: list[int] = []
         state = SequenceConstraint(ConstraintRequest.from_extra_args(seg.extra_args), self.grammar, out,
-                                   tables=self.tables, sessions=self.sessions)
+                                   tables=self.tables, sessions=self.sessions, encode=self.encoder.encode)
         finish = "length"
         while len(out) < seg.max_tokens:
             row = unpack_rows(batch_masks([state], self.grammar.vocab_size), self.grammar.vocab_size)[0]
             tok = int(np.argmax(np.where(row, self.scores, -1)))
             out.append(tok)
+            self.steps += 1
             if tok in seg.stop_token_ids:
                 finish = "stop"
                 break
@@ -146,12 +151,36 @@ class SimulatedEngine:
         out, self.pending = self.pending, []
         return out
 
+    def channel(self):
+        return SimulatedChannel(self)
+
+
+class SimulatedChannel:
+    """The async loop's side of a SimulatedEngine: each get() yields to the event loop."""
+
+    def __init__(self, engine):
+        self.engine, self.queue, self.closed = engine, [], False
+
+    def submit(self, rid, seg):
+        before = len(self.engine.pending)
+        self.engine.submit(rid, seg)
+        self.queue += self.engine.pending[before:]
+        del self.engine.pending[before:]
+
+    async def get(self):
+        await asyncio.sleep(0)
+        return self.queue.pop(0)
+
+    async def close(self):
+        self.queue.clear()
+        self.closed = True
+
 
 def test_teacher_forced_edit_resolves_with_cache_hits(setup):
     library, grammar, encoder, tables = setup
     script = oracle_program(DOC, AFTER).to_text()
-    engine = SimulatedEngine(grammar, tables)
-    edit = ServedEdit(grammar, encoder, DOC, "fish", script=script)
+    engine = SimulatedEngine(grammar, tables, encoder)
+    edit = ServedEdit(grammar, encoder, DOC, "fish", script=script, forced_min_run=0)  # one request per copy
     events = list(stream_edits(engine, [edit]))
     result = events[-1][1].result
     assert result.complete and result.text == AFTER and result.stop_reason == "end"
@@ -159,14 +188,38 @@ def test_teacher_forced_edit_resolves_with_cache_hits(setup):
     assert copies == [op for op in result.program.ops if isinstance(op, Copy)]
     assert result.stats.requests == len(copies) + 1 and result.stats.cached_tokens > 0
     assert engine.sessions.hits == len(copies)  # every later segment resumed its state
+    assert {e.kind for _, e in events} == {"copy", "gen_text", "gen", "end"}  # as CopyEditor.stream says
     assert "".join(e.text for _, e in events) == AFTER  # streamed text is the new document
+
+
+def test_forced_runs_go_into_the_next_prompt_in_one_step(setup):
+    """With forced_min_run=k the engine ends a request where the grammar forces k or more
+    tokens and the client appends them to the next prompt: fewer engine steps (one EOS
+    instead of k decode steps), the same program and text."""
+    library, grammar, encoder, tables = setup
+    script = oracle_program(DOC, AFTER).to_text()
+    runs = {}
+    for k in (0, 2, 1):
+        engine = SimulatedEngine(grammar, tables, encoder)
+        result = run_edits(engine, [ServedEdit(grammar, encoder, DOC, "", script=script, forced_min_run=k)])[0]
+        runs[k] = (result, engine)
+    (plain, e0), (merged, e2), (every, e1) = runs[0], runs[2], runs[1]
+    for r in (plain, merged, every):
+        assert r.complete and r.text == AFTER and r.program_text == plain.program_text
+    assert merged.stats.forced_runs > plain.stats.forced_runs and every.stats.forced_runs >= merged.stats.forced_runs
+    # every forced token came in a prompt, none was decoded; each run cost one EOS step instead
+    moved = merged.stats.fast_forwarded_tokens - plain.stats.fast_forwarded_tokens
+    assert moved > 0 and merged.stats.generated_tokens == plain.stats.generated_tokens - moved
+    assert e2.steps == merged.stats.steps < e0.steps == plain.stats.steps
+    assert merged.stats.requests > plain.stats.requests and merged.stats.forwards["fast_forward"] > 0
+    assert e1.steps <= e2.steps and e0.sessions.hits == plain.stats.requests - 1
 
 
 @pytest.mark.parametrize("doc", [DOC.replace("\n", "\r\n"), DOC + "\n", "only line"])
 def test_sampled_edits_run_concurrently_with_valid_spans(setup, doc):
     library, grammar, encoder, tables = setup
     edits = [ServedEdit(grammar, encoder, doc, "x", max_new_tokens=30 + 10 * i) for i in range(3)]
-    results = run_edits(SimulatedEngine(grammar, tables), edits)
+    results = run_edits(SimulatedEngine(grammar, tables, encoder), edits)
     n = len(split_lines(doc))
     for r in results:
         for op in r.program.ops:
@@ -180,7 +233,7 @@ def test_round_trip_of_crlf_and_no_final_newline(setup):
     library, grammar, encoder, tables = setup
     for doc in (DOC.replace("\n", "\r\n"), DOC.rstrip("\n")):
         after = doc.replace("milk", "fish")
-        r = run_edits(SimulatedEngine(grammar, tables),
+        r = run_edits(SimulatedEngine(grammar, tables, encoder),
                       [ServedEdit(grammar, encoder, doc, "", script=oracle_program(doc, after).to_text())])[0]
         assert r.text == after
 
@@ -189,7 +242,143 @@ def test_a_server_dying_mid_edit_gives_the_partial_program(setup):
     library, grammar, encoder, tables = setup
     script = oracle_program(DOC, AFTER).to_text()
     with pytest.raises(ServingError, match="went away") as info:
-        run_edits(SimulatedEngine(grammar, tables, die_after=1), [ServedEdit(grammar, encoder, DOC, "", script=script)])
+        run_edits(SimulatedEngine(grammar, tables, encoder, die_after=1),
+                  [ServedEdit(grammar, encoder, DOC, "", script=script, forced_min_run=0)])
     partial = info.value.partial
     assert not partial.complete and list(partial.program.ops) == [Copy(1, 1)]
     assert partial.text == split_lines(DOC)[0]
+
+
+def test_async_loop_runs_edits_concurrently_and_streams(setup):
+    library, grammar, encoder, tables = setup
+    engine = SimulatedEngine(grammar, tables, encoder)
+    script = oracle_program(DOC, AFTER).to_text()
+    order = []
+
+    async def one(i):
+        edit = ServedEdit(grammar, encoder, DOC, "", script=script, tag=f"e{i}")
+        events = []
+        async for e, event in astream_edits(engine, [edit]):
+            order.append((i, event.result is not None))
+            events.append(event)
+        return events
+
+    async def main():
+        return await asyncio.gather(*(one(i) for i in range(3)))
+
+    for events in asyncio.run(main()):
+        result = events[-1].result
+        assert result.complete and result.text == AFTER and "".join(e.text for e in events) == AFTER
+    first_end = next(k for k, (_, end) in enumerate(order) if end)
+    assert {i for i, _ in order[:first_end]} == {0, 1, 2}  # all three were under way before one ended
+    results = asyncio.run(arun_edits(engine, [ServedEdit(grammar, encoder, d, "", script=oracle_program(d, a).to_text())
+                                              for d, a in [(DOC, AFTER), (AFTER, DOC)]]))
+    assert [r.text for r in results] == [AFTER, DOC]
+
+
+def test_leaving_an_async_edit_early_closes_its_channel(setup):
+    library, grammar, encoder, tables = setup
+    engine = SimulatedEngine(grammar, tables, encoder)
+    channels = []
+    engine.channel = lambda: channels.append(SimulatedChannel(engine)) or channels[-1]
+
+    async def main():
+        edit = ServedEdit(grammar, encoder, DOC, "", script=oracle_program(DOC, AFTER).to_text())
+        stream = astream_edits(engine, [edit])
+        async for _ in stream:
+            break
+        await stream.aclose()
+
+    asyncio.run(main())
+    assert len(channels) == 1 and channels[0].closed
+
+
+def test_a_grammar_text_is_never_read_as_a_file_or_a_name(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET: do not echo\n")
+    with pytest.raises(RequestError) as info:
+        check_grammar(GrammarSpec(text=str(secret)))
+    assert "TOP-SECRET" not in str(info.value)
+    with pytest.raises(RequestError):
+        check_grammar(GrammarSpec(text="json"))  # the text "json", not the shipped grammar
+    check_grammar(GrammarSpec(text='start: "a"'))  # one line, no newline: still grammar text
+
+
+def test_the_gate_compiles_in_a_worker_once_and_refuses_what_does_not_compile(small_data, tmp_path):
+    from cad_outlines.serving import GrammarGate
+    from cad_outlines.serving.tokenizer import shared_vocabulary
+
+    tok_dir = small_data / "models/stories260K_hf"
+    gate = GrammarGate(tok_dir, 512, cache=tmp_path)
+    spec = GrammarSpec(text='start: "yes" | "no" | "maybe"\n')
+    assert gate.future(spec) is gate.future(spec)  # one compile for concurrent requests
+    gate.ensure(spec)
+    gate.ensure(spec)
+    assert gate.compiled == [spec.key]
+    _, vocab = shared_vocabulary(tok_dir, 512)
+    assert GrammarLibrary(vocab, cache=tmp_path).on_disk(spec)  # an engine would only load it
+    with pytest.raises(RequestError, match="no shipped grammar"):
+        gate.ensure(GrammarSpec(name="pyhton"))
+    with pytest.raises(RequestError, match="does not compile"):  # loads in lark, empty language: the worker says so
+        gate.ensure(GrammarSpec(text='start: "a" start\n'))
+
+
+def test_the_http_middleware_holds_a_request_until_its_grammar_is_compiled(small_data, tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    from cad_outlines.serving.http_admission import GrammarAdmissionMiddleware
+    from cad_outlines.serving.tokenizer import shared_vocabulary
+
+    monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path))
+    config = SimpleNamespace(tokenizer=str(small_data / "models/stories260K_hf"), get_vocab_size=lambda: 512)
+    app_state = SimpleNamespace(state=SimpleNamespace(vllm_config=SimpleNamespace(model_config=config)))
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append((await receive())["body"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = GrammarAdmissionMiddleware(app)
+
+    async def call(path, payload):
+        body = json.dumps(payload).encode()
+        chunks = [{"type": "http.request", "body": body[:10], "more_body": True},
+                  {"type": "http.request", "body": body[10:], "more_body": False}]
+        sent = []
+
+        async def receive():
+            return chunks.pop(0) if chunks else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        await middleware({"type": "http", "method": "POST", "path": path, "app": app_state}, receive, send)
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]), body
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        t = asyncio.get_running_loop().create_task(ticker())
+        grammar = 'start: "held" | "until" | "compiled"\n'
+        status, out, body = await call("/v1/completions", {"prompt": [1], "vllm_xargs": {"cad_grammar_text": grammar}})
+        held_ticks = ticks
+        bad = await call("/v1/completions", {"prompt": [1], "vllm_xargs": {"cad_grammar_text": 'start: "a" start\n'}})
+        plain = await call("/v1/chat/completions", {"messages": []})
+        t.cancel()
+        return status, out, body, held_ticks, bad, plain, grammar
+
+    status, out, body, held_ticks, bad, plain, grammar = asyncio.run(main())
+    assert status == 200 and seen[0] == body  # passed on unchanged, once compiled
+    assert held_ticks > 20  # the event loop ran while the worker compiled
+    vocab = shared_vocabulary(config.tokenizer, 512)[1]
+    assert GrammarLibrary(vocab, cache=tmp_path).on_disk(GrammarSpec(text=grammar))
+    assert bad[0] == 400 and b"does not compile" in bad[1] and len(seen) == 2  # refused; not passed on
+    assert plain[0] == 200 and seen[1] == plain[2]

@@ -178,6 +178,23 @@ class EditEvent:
     kind: str = ""
 
 
+def resolver_events(resolver: StreamingResolver, text: str) -> list[EditEvent]:
+    """Feed program text to `resolver` char by char (so a copy's text lands right after
+    its tag) and return the events it makes: ``copy`` (the op and its lines), ``gen`` (a
+    closed gen op), ``gen_text`` (new gen text)."""
+    events: list[EditEvent] = []
+    for ch in text:
+        before = len(resolver.ops)
+        piece = resolver.feed(ch)
+        new_ops = resolver.ops[before:]
+        for op in new_ops:
+            is_copy = isinstance(op, Copy)
+            events.append(EditEvent(op=op, text=piece if is_copy else "", kind="copy" if is_copy else "gen"))
+        if piece and not any(isinstance(op, Copy) for op in new_ops):
+            events.append(EditEvent(text=piece, kind="gen_text"))
+    return events
+
+
 def build_prompt(tokenizer, document: str, instruction: str) -> str:
     """Instruction + the document with visible line numbers, through the chat template
     when the tokenizer has one, ending with ``<program>``."""
@@ -408,25 +425,18 @@ class CopyEditor:
             program_chars.append(text)
             if lookup is not None:
                 lookup.extend(ids)
-            for ch in text:  # char by char so a copy's text lands right after its tag
-                before_ops = len(resolver.ops)
-                piece = resolver.feed(ch)
-                new_ops = resolver.ops[before_ops:]
-                for op in new_ops:
-                    is_copy = isinstance(op, Copy)
-                    events.append(EditEvent(op=op, text=piece if is_copy else "", kind="copy" if is_copy else "gen"))
-                    if isinstance(op, Copy):
-                        last_end = op.end
-                        if copy_mode == "prefill" or lookup is not None:
-                            t1 = time.perf_counter()
-                            piece_ids = self.encode(piece)
-                            stats.tokenize_s += time.perf_counter() - t1
-                            if lookup is not None:
-                                lookup.extend(piece_ids)
-                            if copy_mode == "prefill":
-                                copy_ids.extend(piece_ids)
-                if piece and not any(isinstance(op, Copy) for op in new_ops):
-                    events.append(EditEvent(text=piece, kind="gen_text"))
+            events = resolver_events(resolver, text)
+            for event in events:
+                if event.kind == "copy":
+                    last_end = event.op.end
+                    if copy_mode == "prefill" or lookup is not None:
+                        t1 = time.perf_counter()
+                        piece_ids = self.encode(event.text)
+                        stats.tokenize_s += time.perf_counter() - t1
+                        if lookup is not None:
+                            lookup.extend(piece_ids)
+                        if copy_mode == "prefill":
+                            copy_ids.extend(piece_ids)
             last_events = events
             return events, copy_ids
 

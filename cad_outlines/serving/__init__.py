@@ -1,18 +1,26 @@
 """Serving: our grammars and Copy-as-Decode edits on vLLM (see docs/serving.md).
 
 - :mod:`.vllm_processor` -- :class:`CadLogitsProcessor`, the vLLM v1 logits processor
-  (imports vLLM; the rest of this package does not).
+  (imports vLLM; the rest of this package does not at import time).
 - :mod:`.request` -- what a request carries (``extra_args`` / ``vllm_xargs``).
 - :mod:`.grammar_library`, :mod:`.constraint_state` -- grammars per tokenizer, per-request
-  state and the batch mask step.
-- :mod:`.served_edit`, :mod:`.backends`, :mod:`.editor` -- the Copy-as-Decode client.
+  state and the batch mask step; :mod:`.tokenizer` -- the vocabulary, once per process.
+- :mod:`.grammar_gate`, :mod:`.compile_worker`, :mod:`.http_admission` -- grammars compiled
+  before their requests are admitted (by a worker process), so a new grammar does not stall
+  the engine.
+- :mod:`.served_edit`, :mod:`.edit_run`, :mod:`.backends`, :mod:`.async_backend`,
+  :mod:`.editor` -- the Copy-as-Decode client: one edit as requests, many edits at once,
+  the engines (``LLM``, HTTP, ``AsyncLLM``) and the entry point.
 """
 
+from .async_backend import AsyncLLMBackend
 from .editor import ServedEditor
+from .grammar_gate import GrammarGate
 from .request import ConstraintRequest, EditSegment, GrammarSpec, RequestError
 from .served_edit import ServedEdit, ServedEditStats, ServingError
 
 PROCESSOR = "cad_outlines.serving.vllm_processor:CadLogitsProcessor"
+MIDDLEWARE = "cad_outlines.serving.http_admission.GrammarAdmissionMiddleware"
 
-__all__ = ["PROCESSOR", "ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError", "ServedEdit",
-           "ServedEditStats", "ServedEditor", "ServingError"]
+__all__ = ["MIDDLEWARE", "PROCESSOR", "AsyncLLMBackend", "ConstraintRequest", "EditSegment", "GrammarGate",
+           "GrammarSpec", "RequestError", "ServedEdit", "ServedEditStats", "ServedEditor", "ServingError"]

@@ -1,39 +1,48 @@
-"""Engines a :class:`ServedEdit` runs on, and the driver that runs many edits at once.
+"""Blocking engines a :class:`ServedEdit` runs on (the loop: :mod:`.edit_run`).
 
 A backend takes requests (:class:`Segment`) and reports progress as
-:class:`Update` s: new output tokens, and at the end the finish reason and the prompt
-tokens found in the prefix cache. :func:`run_edits` keeps one request in flight per edit,
-sends the edit's next request the moment one ends, and streams events.
+:class:`~.edit_run.Update` s: new output tokens, and at the end the finish reason and the
+prompt tokens found in the prefix cache.
 
 - :class:`EngineBackend`: an in-process ``vllm.LLM`` (its ``LLMEngine``), stepped here.
 - :class:`HTTPBackend`: an OpenAI-compatible vLLM server (``/v1/completions`` with
   token-id prompts, ``vllm_xargs``, streamed token ids); one thread per request in flight.
+
+(:class:`~.async_backend.AsyncLLMBackend` is the same for an ``AsyncLLM`` on an event loop.)
+:func:`sampling_params` and :func:`update_from_output` are the one translation between a
+:class:`Segment` and vLLM's own request and output objects, for the in-process engines.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import queue
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
-from ..generators.copy_decode import EditEvent, EditResult
-from .served_edit import Segment, SegmentOutcome, ServedEdit, ServingError
+from .edit_run import ALL, Update
+from .served_edit import Segment, SegmentOutcome, ServingError
 
-__all__ = ["Update", "EngineBackend", "HTTPBackend", "run_edits", "stream_edits"]
+__all__ = ["EngineBackend", "HTTPBackend", "Update", "sampling_params", "update_from_output"]
 
 
-@dataclass(frozen=True)
-class Update:
-    request_id: str
-    token_ids: list[int]
-    finished: bool = False
-    outcome: SegmentOutcome | None = None
-    error: str | None = None  # the engine/server failed for this request
+def sampling_params(segment: Segment):
+    """vLLM ``SamplingParams`` of a segment: streamed deltas of token ids, no detokenizing."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(max_tokens=segment.max_tokens, temperature=segment.temperature, seed=segment.seed,
+                          stop_token_ids=list(segment.stop_token_ids), extra_args=segment.extra_args,
+                          output_kind=RequestOutputKind.DELTA, detokenize=False)
+
+
+def update_from_output(output, request_id: str | None = None) -> Update:
+    """An :class:`Update` from a vLLM ``RequestOutput`` (delta kind), for `request_id`
+    (default: the output's own)."""
+    c = output.outputs[0]
+    outcome = SegmentOutcome(c.finish_reason, output.num_cached_tokens) if output.finished else None
+    return Update(request_id or output.request_id, list(c.token_ids), output.finished, outcome)
 
 
 class EngineBackend:
@@ -44,25 +53,14 @@ class EngineBackend:
         self.engine = getattr(llm, "llm_engine", llm)
 
     def submit(self, request_id: str, segment: Segment) -> None:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        params = SamplingParams(max_tokens=segment.max_tokens, temperature=segment.temperature, seed=segment.seed,
-                                stop_token_ids=list(segment.stop_token_ids), extra_args=segment.extra_args,
-                                output_kind=RequestOutputKind.DELTA, detokenize=False)
-        self.engine.add_request(request_id, {"prompt_token_ids": segment.prompt_ids}, params)
+        self.engine.add_request(request_id, {"prompt_token_ids": segment.prompt_ids}, sampling_params(segment))
 
     def poll(self) -> list[Update]:
-        out = []
         try:
             outputs = self.engine.step()
         except Exception as e:  # EngineDeadError and friends: every request in flight is lost
-            return [Update("*", [], True, error=f"engine failed: {type(e).__name__}: {e}")]
-        for o in outputs:
-            c = o.outputs[0]
-            outcome = SegmentOutcome(c.finish_reason, o.num_cached_tokens) if o.finished else None
-            out.append(Update(o.request_id, list(c.token_ids), o.finished, outcome))
-        return out
+            return [Update(ALL, [], True, error=f"engine failed: {type(e).__name__}: {e}")]
+        return [update_from_output(o) for o in outputs]
 
 
 class HTTPBackend:
@@ -132,66 +130,9 @@ class HTTPBackend:
         try:
             out = [self._updates.get(timeout=self.timeout_s)]
         except queue.Empty:
-            return [Update("*", [], True, error=f"no word from the server in {self.timeout_s:.0f} s")]
+            return [Update(ALL, [], True, error=f"no word from the server in {self.timeout_s:.0f} s")]
         while True:
             try:
                 out.append(self._updates.get_nowait())
             except queue.Empty:
                 return out
-
-
-_ids = itertools.count()
-
-
-def stream_edits(backend, edits: Iterable[ServedEdit]) -> Iterator[tuple[ServedEdit, EditEvent]]:
-    """Run `edits` concurrently on `backend`, yielding (edit, event) as ops resolve; an
-    edit's last event carries its :class:`EditResult`. A failure of the engine raises
-    :class:`ServingError` with the first failing edit's partial result (the others are
-    in :attr:`ServingError.partials`)."""
-    edits = list(edits)
-    active: dict[str, ServedEdit] = {}
-
-    def send(edit: ServedEdit) -> bool:
-        seg = edit.next_segment()
-        if seg is None:
-            return False
-        rid = f"{edit.session}-{next(_ids)}"
-        active[rid] = edit
-        backend.submit(rid, seg)
-        return True
-
-    for edit in edits:
-        if not send(edit):
-            yield edit, EditEvent(result=edit.result())
-    while active:
-        for upd in backend.poll():
-            if upd.error is not None:
-                failed = list(active.values()) if upd.request_id == "*" else [active.get(upd.request_id)]
-                failed = [e for e in failed if e is not None]
-                err = failed[0].fail(upd.error) if failed else ServingError(upd.error)
-                err.partials = [e.result(partial=True) for e in failed]
-                raise err
-            edit = active.get(upd.request_id)
-            if edit is None:
-                continue
-            for event in edit.on_tokens(upd.token_ids):
-                yield edit, event
-            if upd.finished:
-                del active[upd.request_id]
-                for event in edit.on_segment_end(upd.outcome):
-                    yield edit, event
-                if not send(edit):
-                    yield edit, EditEvent(result=edit.result())
-
-
-def run_edits(backend, edits: Iterable[ServedEdit],
-              on_event: Callable[[ServedEdit, EditEvent], None] | None = None) -> list[EditResult]:
-    """Run `edits` concurrently to the end; their results, in order."""
-    edits = list(edits)
-    results: dict[int, EditResult] = {}
-    for edit, event in stream_edits(backend, edits):
-        if on_event is not None:
-            on_event(edit, event)
-        if event.result is not None:
-            results[id(edit)] = event.result
-    return [results[id(e)] for e in edits]

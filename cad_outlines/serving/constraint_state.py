@@ -2,7 +2,8 @@
 
 A :class:`SequenceConstraint` follows one request's output tokens: its matcher (the
 grammar), and for a Copy-as-Decode segment the program read so far (copy spans within
-the document, the request ends when a copy closes). :func:`batch_masks` computes the
+the document; the request ends when a copy closes, and, if the request asks, where the
+grammar forces a run of tokens, which the client then appends to the next prompt). :func:`batch_masks` computes the
 packed masks of a whole batch: the grammar part in ONE call (:func:`fill_grammar_masks`,
 the place to use the engine's batch API), then each request's own restrictions.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import codecs
 import copy
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from ..edits.program import COPY_OPEN, ProgramScanner, ProgramSyntaxError
 from ..engine import matcher as matcher_module
 from ..engine.compiled import CompiledGrammar
-from ..engine.matcher import InvalidTokenError, Matcher
+from ..engine.matcher import InvalidTokenError, Matcher, forced_tokens
 from ..generators.spans import SpanConstraint
 from .request import ConstraintRequest
 
@@ -143,14 +144,16 @@ class SequenceConstraint:
 
     def __init__(self, request: ConstraintRequest, grammar: CompiledGrammar | None, output_ids: list[int],
                  *, tables: TokenTables | None = None, eos_ids: Sequence[int] = (),
-                 sessions: SessionStore | None = None, error: str | None = None):
+                 sessions: SessionStore | None = None, error: str | None = None,
+                 encode: Callable[[str], list[int]] | None = None):
         self.request, self.grammar, self.output_ids = request, grammar, output_ids
         self.tables, self.sessions = tables, sessions
+        self.encode = encode  # text -> token ids as the client encodes (for cad_stop_at_forced)
         self.eos_ids = tuple(eos_ids) or (tuple(grammar.eos_token_ids) if grammar is not None else ())
         self.error = error
         self.consumed = 0
         self.program_tokens = 0  # output tokens the matcher took (not the EOS after a copy)
-        self.stop = False  # a copy closed: the segment ends with EOS
+        self.stop = False  # a copy closed, or a forced run begins: the segment ends with EOS
         self.matcher: Matcher | None = None
         self.program: _Program | None = None
         self.spans: SpanConstraint | None = None
@@ -238,6 +241,10 @@ class SequenceConstraint:
         if not needs_spans and script is None:
             return
         allowed = unpack_rows(row[None, :], width)[0]
+        if self._forced_run_begins(allowed):
+            self.stop = True
+            self.eos_only(row)
+            return
         if needs_spans:
             pending = self.program.scanner.pending_text()
             in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
@@ -262,6 +269,17 @@ class SequenceConstraint:
             self.eos_only(row)
             return
         _pack_row(allowed, row)
+
+    def _forced_run_begins(self, allowed: np.ndarray) -> bool:
+        """A Copy-as-Decode segment that asked for it (``cad_stop_at_forced`` = k) ends
+        here if the grammar now forces k or more tokens, counted as the client will
+        append them (:func:`~cad_outlines.engine.matcher.forced_tokens` with the same
+        encoder). Never on a segment's first token: the client appended any forced run
+        before sending it."""
+        edit = self.request.edit
+        if edit is None or not edit.stop_at_forced or self.encode is None or self.program_tokens == 0:
+            return False
+        return len(forced_tokens(self.matcher, self.encode, mask=allowed)) >= edit.stop_at_forced
 
     def _script_only(self, row: np.ndarray) -> None:
         """No grammar: only the script's next token, then EOS."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 from ..engine.compile import compile_grammar
@@ -10,59 +10,95 @@ from ..engine.vocabulary import Vocabulary
 from ..generators.copy_decode import EditEvent, EditResult
 from ..generators.encoding import TokenEncoder
 from ..grammars import grammar_path
-from .backends import EngineBackend, HTTPBackend, run_edits, stream_edits
+from .async_backend import AsyncLLMBackend
+from .backends import EngineBackend, HTTPBackend
+from .edit_run import arun_edits, astream_edits, run_edits, stream_edits
 from .served_edit import ServedEdit
+from .tokenizer import shared_vocabulary
 
 __all__ = ["ServedEditor"]
 
 
 class ServedEditor:
-    """Applies edits through a serving engine (in-process ``vllm.LLM`` or HTTP server).
+    """Applies edits through a serving engine: an in-process ``vllm.LLM``, an ``AsyncLLM``
+    (the ``a*`` methods, on its event loop) or an OpenAI-compatible server over HTTP.
 
     The client needs the model's tokenizer (prompts go as token ids) and compiles
-    ``copy_edit`` for it (forced tokens, checking what comes back); the engine needs
+    ``copy_edit`` for it (forced tokens, checking what comes back; the on-disk cache it
+    writes is where an engine on this machine loads it from); the engine needs
     :class:`~cad_outlines.serving.vllm_processor.CadLogitsProcessor` loaded."""
 
-    def __init__(self, backend, tokenizer, *, model_vocab_size: int | None = None, cache=True):
+    def __init__(self, backend, tokenizer, *, model_vocab_size: int | None = None, vocab: Vocabulary | None = None,
+                 cache=True):
         self.backend, self.tokenizer = backend, tokenizer
-        vocab = Vocabulary.from_tokenizer(tokenizer, model_vocab_size=model_vocab_size)
+        vocab = vocab or Vocabulary.from_tokenizer(tokenizer, model_vocab_size=model_vocab_size)
         self.grammar = compile_grammar(grammar_path("copy_edit"), vocab, cache=cache, progress=False)
         self.encoder = TokenEncoder(tokenizer, vocab)
 
     @classmethod
+    def _for_model(cls, backend, tokenizer: str | Path, model_vocab_size: int | None, **kwargs) -> ServedEditor:
+        tok, vocab = shared_vocabulary(tokenizer, model_vocab_size)
+        return cls(backend, tok, vocab=vocab, **kwargs)
+
+    @classmethod
     def from_llm(cls, llm, **kwargs) -> ServedEditor:
         """For an in-process ``vllm.LLM``."""
-        from .vllm_processor import load_tokenizer
-
         config = llm.llm_engine.model_config
-        return cls(EngineBackend(llm), load_tokenizer(str(config.tokenizer)),
-                   model_vocab_size=config.get_vocab_size(), **kwargs)
+        return cls._for_model(EngineBackend(llm), str(config.tokenizer), config.get_vocab_size(), **kwargs)
+
+    @classmethod
+    def from_async_llm(cls, engine, **kwargs) -> ServedEditor:
+        """For an in-process ``AsyncLLM``: use :meth:`astream`, :meth:`aedit`, :meth:`aedit_many`."""
+        config = engine.model_config
+        return cls._for_model(AsyncLLMBackend(engine), str(config.tokenizer), config.get_vocab_size(), **kwargs)
 
     @classmethod
     def from_server(cls, base_url: str, model: str, tokenizer: str | Path, *, model_vocab_size: int | None = None,
                     timeout_s: float = 600.0, **kwargs) -> ServedEditor:
         """For an OpenAI-compatible server; `tokenizer` is the model's tokenizer folder."""
-        from .vllm_processor import load_tokenizer
-
-        return cls(HTTPBackend(base_url, model, timeout_s=timeout_s), load_tokenizer(str(tokenizer)),
-                   model_vocab_size=model_vocab_size, **kwargs)
+        return cls._for_model(HTTPBackend(base_url, model, timeout_s=timeout_s), str(tokenizer), model_vocab_size,
+                              **kwargs)
 
     def new_edit(self, document: str, instruction: str = "", **kwargs) -> ServedEdit:
         """A :class:`ServedEdit` (keyword arguments: max_new_tokens, prompt, script,
-        monotonic, temperature, seed, tag)."""
+        monotonic, temperature, seed, tag, forced_min_run)."""
         return ServedEdit(self.grammar, self.encoder, document, instruction, **kwargs)
 
+    def _edits(self, jobs: Sequence[tuple[str, str] | dict], kwargs: dict) -> list[ServedEdit]:
+        return [self.new_edit(**job, **kwargs) if isinstance(job, dict) else self.new_edit(*job, **kwargs)
+                for job in jobs]
+
+    def _backend(self, asynchronous: bool):
+        is_async = hasattr(self.backend, "channel")
+        if is_async != asynchronous:
+            raise TypeError(f"this editor's backend is {'an async' if is_async else 'a blocking'} one: use "
+                            f"{'astream/aedit/aedit_many' if is_async else 'stream/edit/edit_many'}")
+        return self.backend
+
+    # -- blocking backends (LLM, HTTP) ---------------------------------------------------------
     def stream(self, document: str, instruction: str = "", **kwargs) -> Iterator[EditEvent]:
         """One edit's events as its ops resolve; the last carries the result."""
-        for _, event in stream_edits(self.backend, [self.new_edit(document, instruction, **kwargs)]):
+        for _, event in stream_edits(self._backend(False), [self.new_edit(document, instruction, **kwargs)]):
             yield event
 
     def edit(self, document: str, instruction: str = "", **kwargs) -> EditResult:
-        return run_edits(self.backend, [self.new_edit(document, instruction, **kwargs)])[0]
+        return run_edits(self._backend(False), [self.new_edit(document, instruction, **kwargs)])[0]
 
     def edit_many(self, jobs: Sequence[tuple[str, str] | dict], **kwargs) -> list[EditResult]:
         """Many edits at once (the engine batches them): (document, instruction) pairs or
         dicts of :meth:`new_edit` arguments."""
-        edits = [self.new_edit(**job, **kwargs) if isinstance(job, dict) else self.new_edit(*job, **kwargs)
-                 for job in jobs]
-        return run_edits(self.backend, edits)
+        return run_edits(self._backend(False), self._edits(jobs, kwargs))
+
+    # -- AsyncLLM, on its event loop ------------------------------------------------------------
+    async def astream(self, document: str, instruction: str = "", **kwargs) -> AsyncIterator[EditEvent]:
+        """:meth:`stream` on the event loop."""
+        async for _, event in astream_edits(self._backend(True), [self.new_edit(document, instruction, **kwargs)]):
+            yield event
+
+    async def aedit(self, document: str, instruction: str = "", **kwargs) -> EditResult:
+        """:meth:`edit` on the event loop; many of them may run at once (``asyncio.gather``)."""
+        return (await arun_edits(self._backend(True), [self.new_edit(document, instruction, **kwargs)]))[0]
+
+    async def aedit_many(self, jobs: Sequence[tuple[str, str] | dict], **kwargs) -> list[EditResult]:
+        """:meth:`edit_many` on the event loop."""
+        return await arun_edits(self._backend(True), self._edits(jobs, kwargs))

@@ -1,72 +1,138 @@
 """Grammars a serving process knows: shipped ones by name, any by text; compiled once
 per (grammar, tokenizer) and kept for the life of the process.
 
-Names: every ``.lark`` file shipped in ``grammars/`` (``copy_edit``, ``json``) and
-``python`` (lark's own python.lark, start ``file_input``, with its Indenter).
+Names: every ``.lark`` file shipped in ``grammars/`` (``copy_edit``, ``json``, ``python``
+-- lark's python.lark, start ``file_input``, with its Indenter -- and ``sql``). A grammar
+given as text is always read as grammar text: a one-line text that happens to be a file
+path or a shipped name is not opened or looked up (a request must not make the server
+read its files).
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
-import lark
-
-from ..engine.compile import compile_grammar, load_lark
+from ..engine.compile import cache_dir, compile_grammar, load_lark, source_key
 from ..engine.compiled import CompiledGrammar
 from ..engine.terminals import GrammarCompileError, lexer_spec_from_lark
 from ..engine.vocabulary import Vocabulary
 from ..grammars import available_grammars, grammar_path
 from .request import GrammarSpec, RequestError
 
-__all__ = ["GrammarLibrary", "shipped_grammar_names", "check_grammar"]
-
-# name -> (path, default start symbol) for grammars that come from lark itself
-_LARK_BUNDLED = {"python": ("python.lark", "file_input")}
+__all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
+           "shipped_grammar_names"]
 
 
 def shipped_grammar_names() -> list[str]:
-    return sorted(set(available_grammars()) | set(_LARK_BUNDLED))
+    return available_grammars()
 
 
-def _source(spec: GrammarSpec) -> tuple[str | Path, str | None]:
-    """(path or text, start symbol) for a spec; unknown names raise RequestError."""
+def grammar_source_of(spec: GrammarSpec) -> tuple[str | Path, str | None]:
+    """(path or text, start symbol) to compile for a spec; unknown names raise RequestError.
+
+    Text is handed over with a newline in it: :func:`~cad_outlines.grammars.grammar_source`
+    reads any one-line str that names a file or a shipped grammar as that file or grammar,
+    and a trailing newline changes nothing in a Lark grammar."""
     if spec.name is not None:
-        if spec.name in _LARK_BUNDLED:
-            file, start = _LARK_BUNDLED[spec.name]
-            return Path(lark.__file__).parent / "grammars" / file, spec.start or start
         if spec.name not in available_grammars():
             raise RequestError(f"no shipped grammar {spec.name!r}; available: {', '.join(shipped_grammar_names())}")
         return grammar_path(spec.name), spec.start
-    return spec.text, spec.start
+    text = spec.text if "\n" in spec.text else spec.text + "\n"
+    return text, spec.start
+
+
+def _refusal(e: Exception) -> RequestError:
+    if isinstance(e, RequestError):
+        return e
+    if isinstance(e, GrammarCompileError):
+        return RequestError(f"grammar does not compile: {e}")
+    return RequestError(f"grammar does not load in lark: {type(e).__name__}: {e}")  # syntax, LALR conflicts...
+
+
+_CHECKED: OrderedDict[str, str | None] = OrderedDict()  # grammar key -> refusal (None: it loads)
+_CHECKED_LOCK = threading.Lock()
+CHECKS_KEPT = 1024
 
 
 def check_grammar(spec: GrammarSpec) -> None:
     """Cheap, vocabulary-free check that a grammar loads in lark (LALR, basic lexer) and
-    that every terminal compiles; raises :class:`RequestError` saying why not."""
-    source, start = _source(spec)
-    try:
-        lexer_spec_from_lark(load_lark(source, start=start))
-    except GrammarCompileError as e:
-        raise RequestError(f"grammar does not compile: {e}") from e
-    except Exception as e:  # lark's own errors: syntax, undefined rules, LALR conflicts
-        raise RequestError(f"grammar does not load in lark: {type(e).__name__}: {e}") from e
+    that every terminal compiles; raises :class:`RequestError` saying why not. The verdict
+    is kept per grammar key (the last 1024) for the process, so the admission check of a
+    grammar seen before -- by vLLM's ``validate_params`` after the gate's thread, or by
+    the next request -- is a lookup, not a lark load on the server's event loop."""
+    key = spec.key
+    with _CHECKED_LOCK:
+        known, refusal = key in _CHECKED, _CHECKED.get(key)
+    if not known:
+        source, start = grammar_source_of(spec)
+        try:
+            lexer_spec_from_lark(load_lark(source, start=start))
+        except Exception as e:
+            refusal = str(_refusal(e))
+        with _CHECKED_LOCK:
+            _CHECKED[key] = refusal
+            while len(_CHECKED) > CHECKS_KEPT:
+                _CHECKED.popitem(last=False)
+    if refusal is not None:
+        raise RequestError(refusal)
+
+
+def forget_checks() -> None:
+    """Drop the kept verdicts of :func:`check_grammar` (for measurements)."""
+    with _CHECKED_LOCK:
+        _CHECKED.clear()
+
+
+def cached_files(spec: GrammarSpec, vocab: Vocabulary, cache: bool | str | Path = True) -> tuple[Path, Path] | None:
+    """Where :func:`compile_grammar` keeps `spec` compiled for `vocab` in the on-disk cache:
+    (the eager, streamlined store's file; the lazy grammar's file), by the same names and
+    keys it uses (None when `cache` is False). Computed without loading the grammar:
+    whether a file exists says if a compile would be a load."""
+    if cache is False:
+        return None
+    source, start = grammar_source_of(spec)
+    folder = cache_dir() if cache is True else Path(cache)
+    return (folder / f"flat-{source_key(source, vocab, start=start)}.bin",
+            folder / f"lazy-{source_key(source, vocab, start=start, streamline=False)}.bin")
 
 
 class GrammarLibrary:
     """Compiled grammars for one vocabulary (one tokenizer), cached by content key.
 
-    The mask stores also live in the on-disk cache of :func:`compile_grammar` (keyed by
-    the grammar's content and the vocabulary's hash), so a second process, or this one
-    after a restart, loads instead of building."""
+    A grammar whose eager (streamlined) store is in the on-disk cache of
+    :func:`compile_grammar` is loaded from it; any other is compiled with ``lazy=True``:
+    only the grammar's own phases (python.lark x Qwen2.5: seconds, not the eager store's
+    minute), the native core building each lexer configuration's rows the first time a
+    mask needs them (same masks). The lazy file is cached too, so a second process, or
+    this one after a restart, loads instead of compiling. To serve a grammar from the
+    faster streamlined store, build it once beforehand (``compile_grammar(name, vocab)``)."""
 
     def __init__(self, vocab: Vocabulary, cache: bool | str | Path = True):
         self.vocab, self.cache = vocab, cache
         self._compiled: dict[str, CompiledGrammar] = {}
         self._lock = threading.Lock()
 
+    def loaded(self, spec: GrammarSpec) -> CompiledGrammar | None:
+        """The grammar if this process has it already (no work at all), else None."""
+        return self._compiled.get(spec.key)
+
+    def on_disk(self, spec: GrammarSpec) -> bool:
+        """Whether :meth:`get` would only load the grammar from the on-disk cache."""
+        try:
+            paths = cached_files(spec, self.vocab, self.cache)
+        except (RequestError, OSError):
+            return False
+        return paths is not None and any(p.is_file() for p in paths)
+
+    def _eager_on_disk(self, spec: GrammarSpec) -> bool:
+        paths = cached_files(spec, self.vocab, self.cache)
+        return paths is not None and paths[0].is_file()
+
     def get(self, spec: GrammarSpec) -> CompiledGrammar:
-        """The compiled grammar; raises :class:`RequestError` if it cannot be compiled."""
+        """The compiled grammar (loaded from the cache or built); raises
+        :class:`RequestError` if it cannot be compiled."""
         key = spec.key
         got = self._compiled.get(key)
         if got is not None:
@@ -74,15 +140,12 @@ class GrammarLibrary:
         with self._lock:
             got = self._compiled.get(key)
             if got is None:
-                source, start = _source(spec)
+                source, start = grammar_source_of(spec)
                 try:
-                    got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False)
-                except GrammarCompileError as e:
-                    raise RequestError(f"grammar does not compile: {e}") from e
-                except RequestError:
-                    raise
+                    got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
+                                          lazy=not self._eager_on_disk(spec))
                 except Exception as e:
-                    raise RequestError(f"grammar does not load in lark: {type(e).__name__}: {e}") from e
+                    raise _refusal(e) from e
                 self._compiled[key] = got
         return got
 

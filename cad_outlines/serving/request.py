@@ -10,7 +10,9 @@ them -- hence flat keys, ints for booleans. Every key starts with ``cad_``:
   count: copy spans stay within 1..n), ``cad_monotonic`` (0/1), ``cad_program_ids`` (the
   program tokens already in the prompt), ``cad_session`` (an id for the edit, so the
   processor can resume its state instead of replaying ``cad_program_ids``) and
-  ``cad_stop_at_copy`` (0/1, default 1: end the request with EOS when a copy op closes).
+  ``cad_stop_at_copy`` (0/1, default 1: end the request with EOS when a copy op closes),
+  ``cad_stop_at_forced`` (an int k, default 0 = off: end the request with EOS when the
+  grammar forces a run of k or more tokens, which the client appends to the next prompt).
 - ``cad_script_ids``: teacher forcing; at output step k only the k-th of these tokens
   (counting ``cad_program_ids`` first) is allowed -- for benchmarks.
 - ``cad_tag``: a label for log lines about this request.
@@ -26,7 +28,7 @@ __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 PREFIX = "cad_"
 _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_start", "cad_n_lines", "cad_monotonic", "cad_program_ids",
-    "cad_session", "cad_stop_at_copy", "cad_script_ids", "cad_tag",
+    "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
 }
 
 
@@ -59,6 +61,7 @@ class EditSegment:
     program_ids: tuple[int, ...] = ()
     session: str | None = None
     stop_at_copy: bool = True
+    stop_at_forced: int = 0  # end at a grammar-forced run of this many tokens or more (0: never)
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class ConstraintRequest:
             out["cad_monotonic"] = int(self.edit.monotonic)
             out["cad_program_ids"] = list(self.edit.program_ids)
             out["cad_stop_at_copy"] = int(self.edit.stop_at_copy)
+            if self.edit.stop_at_forced:
+                out["cad_stop_at_forced"] = self.edit.stop_at_forced
             if self.edit.session:
                 out["cad_session"] = self.edit.session
         if self.script_ids is not None:
@@ -123,11 +128,14 @@ class ConstraintRequest:
                 raise RequestError(f"cad_n_lines must be >= 0, not {n}")
             if grammar is None or grammar.name != "copy_edit":
                 raise RequestError("cad_n_lines (a Copy-as-Decode segment) needs cad_grammar='copy_edit'")
+            forced = _int(mine, "cad_stop_at_forced", 0)
+            if forced < 0:
+                raise RequestError(f"cad_stop_at_forced must be >= 0, not {forced}")
             edit = EditSegment(n_lines=n, monotonic=bool(_int(mine, "cad_monotonic", 0)),
                                program_ids=_ids(mine, "cad_program_ids"), session=mine.get("cad_session"),
-                               stop_at_copy=bool(_int(mine, "cad_stop_at_copy", 1)))
+                               stop_at_copy=bool(_int(mine, "cad_stop_at_copy", 1)), stop_at_forced=forced)
         else:
-            for key in ("cad_monotonic", "cad_program_ids", "cad_session", "cad_stop_at_copy"):
+            for key in ("cad_monotonic", "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced"):
                 if key in mine:
                     raise RequestError(f"{key} belongs to a Copy-as-Decode segment: give cad_n_lines too")
         script = _ids(mine, "cad_script_ids") if "cad_script_ids" in mine else None

@@ -4,11 +4,14 @@ The edit is driven from the client with token-id prompts, nothing re-tokenised:
 
 1. request = prompt + program so far; the engine decodes under ``copy_edit`` with the
    line-span constraint (:class:`~cad_outlines.serving.vllm_processor.CadLogitsProcessor`)
-   and ends the request with EOS as soon as a ``<copy lines="i-j"/>`` tag closes;
-2. the client appends the copied lines' tokens (and any grammar-forced tokens after them)
-   to the prompt and sends the next request of the same edit;
+   and ends the request with EOS as soon as a ``<copy lines="i-j"/>`` tag closes, or where
+   the grammar forces a run of ``forced_min_run`` tokens or more (`` lines="`` after
+   ``<copy``, ``program>`` after ``</``);
+2. the client appends the copied lines' tokens, and any grammar-forced run, to the prompt
+   (a prompt extension: the engine computes the run in one forward instead of decoding it
+   a token per step) and sends the next request of the same edit;
 3. the engine's prefix cache makes everything already sent free: each request computes
-   only the copied lines and the tail of its last partly filled KV block.
+   only what was appended and the tail of its last partly filled KV block.
 
 :class:`ServedEdit` is that loop without any I/O (it says what to send and takes what
 came back), so the same edit runs on an in-process engine, an AsyncLLM or an
@@ -24,11 +27,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..edits.lines import split_lines
-from ..edits.program import PROGRAM_START, Copy
+from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compiled import CompiledGrammar
 from ..engine.matcher import Matcher
-from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt
+from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt, resolver_events
 from ..generators.encoding import TokenEncoder
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
@@ -64,12 +67,15 @@ class ServedEditStats(EditStats):
     requests: int = 0
     prompt_tokens_sent: int = 0
     cached_tokens: int = 0
+    steps: int = 0  # tokens the engine sampled for this edit, EOS included: one engine step each
+    forced_runs: int = 0  # grammar-forced runs appended to a prompt (their tokens: fast_forwarded_tokens)
     segment_latencies_s: list[float] = field(default_factory=list)
 
     @property
     def computed_tokens(self) -> int:
-        """Tokens the model ran a forward over: uncached prompt tokens + sampled ones."""
-        return self.prompt_tokens_sent - self.cached_tokens + self.generated_tokens
+        """Tokens the model ran a forward over: uncached prompt tokens + one per step
+        (every sampled token, the EOS that ends a request included)."""
+        return self.prompt_tokens_sent - self.cached_tokens + self.steps
 
 
 class ServingError(RuntimeError):
@@ -117,9 +123,11 @@ class ServedEdit:
     def __init__(self, grammar: CompiledGrammar, encoder: TokenEncoder, document: str, instruction: str = "", *,
                  max_new_tokens: int = 512, prompt: str | None = None, script: str | None = None,
                  monotonic: bool = False, temperature: float = 0.0, seed: int | None = None,
-                 session: str | None = None, tag: str | None = None):
+                 session: str | None = None, tag: str | None = None, forced_min_run: int = 2):
+        if forced_min_run < 0:
+            raise ValueError(f"forced_min_run must be >= 0 (0: forced runs are decoded), not {forced_min_run}")
         self.grammar, self.encoder, self.document = grammar, encoder, document
-        self.max_new_tokens, self.monotonic = max_new_tokens, monotonic
+        self.max_new_tokens, self.monotonic, self.forced_min_run = max_new_tokens, monotonic, forced_min_run
         self.temperature, self.seed = temperature, seed
         self.session = session or f"edit-{uuid.uuid4().hex[:12]}-{next(_counter)}"
         self.tag = tag or self.session
@@ -140,6 +148,8 @@ class ServedEdit:
         self._chars: list[str] = []
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._copy_closed = False
+        self._segment_tokens = 0  # program tokens the request in flight produced
+        self._next_kind = "prompt"  # what the next request's new prompt tokens are (stats.forwards)
         self._sent_at = 0.0
         self._in_flight = False
         self.stop_reason: str | None = None
@@ -163,14 +173,15 @@ class ServedEdit:
         request = ConstraintRequest(
             grammar=GrammarSpec(name="copy_edit"),
             edit=EditSegment(n_lines=self.n_lines, monotonic=self.monotonic, program_ids=tuple(self.program_ids),
-                             session=self.session),
+                             session=self.session, stop_at_forced=self.forced_min_run),
             script_ids=tuple(self.script_ids) if self.script_ids is not None else None, tag=self.tag)
         self._in_flight = True
         self._copy_closed = False
+        self._segment_tokens = 0
         self._sent_at = time.perf_counter()
         self.stats.requests += 1
         self.stats.prompt_tokens_sent += len(self.context)
-        self.stats.forwards["prompt" if self.stats.requests == 1 else "copy"] += 1
+        self.stats.forwards[self._next_kind] += 1
         # one more token than the budget: the EOS that ends a segment at a copy
         return Segment(list(self.context), left + 1, request.to_extra_args(), self.eos_ids, self.temperature,
                        self.seed)
@@ -179,36 +190,31 @@ class ServedEdit:
         """New output tokens of the segment in flight; returns the events they make."""
         events: list[EditEvent] = []
         for tok in token_ids:
+            self.stats.steps += 1
             if tok in self.eos_ids:
-                continue  # the end of a segment (after a copy, or after </program>)
+                continue  # the end of a segment (after a copy, at a forced run, or after </program>)
             if self._copy_closed or self.resolver.done:
                 raise ServingError(f"the engine went on after a segment should have ended (token {tok}); is the "
                                    "CadLogitsProcessor loaded?", self.result(partial=True))
             self.matcher.advance(tok)  # the server applied the same grammar: a refusal is a protocol error
             self.stats.generated_tokens += 1
             self.stats.forwards["decode"] += 1
+            self._segment_tokens += 1
             events.extend(self._feed([tok]))
         return events
 
     def _feed(self, ids: list[int]) -> list[EditEvent]:
-        events: list[EditEvent] = []
         self.program_ids.extend(ids)
         self.context.extend(ids)
         data = b"".join(self.grammar.token_bytes(t) for t in ids)
         self._program_bytes.extend(data)
-        for ch in self._decode(data):
-            before = len(self.resolver.ops)
-            piece = self.resolver.feed(ch)
-            new_ops = self.resolver.ops[before:]
-            for op in new_ops:
-                events.append(EditEvent(op=op, text=piece if isinstance(op, Copy) else ""))
-                if isinstance(op, Copy):
-                    copy_ids = self.encoder.encode(piece)
-                    self.context.extend(copy_ids)
-                    self.stats.copied_tokens += len(copy_ids)
-                    self._copy_closed = True
-            if piece and not any(isinstance(op, Copy) for op in new_ops):
-                events.append(EditEvent(text=piece))
+        events = resolver_events(self.resolver, self._decode(data))
+        for event in events:
+            if event.kind == "copy":  # the copied lines go into the next request's prompt
+                copy_ids = self.encoder.encode(event.text)
+                self.context.extend(copy_ids)
+                self.stats.copied_tokens += len(copy_ids)
+                self._copy_closed = True
         return events
 
     def _decode(self, data: bytes) -> str:
@@ -217,7 +223,8 @@ class ServedEdit:
         return text
 
     def on_segment_end(self, outcome: SegmentOutcome) -> list[EditEvent]:
-        """The request in flight ended; returns events (forced tokens fed after a copy)."""
+        """The request in flight ended; returns events (of a forced run appended to the
+        next prompt: after a copy, or where the engine stopped at one)."""
         self._in_flight = False
         self.stats.segment_latencies_s.append(time.perf_counter() - self._sent_at)
         if outcome.cached_tokens is not None:
@@ -226,19 +233,39 @@ class ServedEdit:
             self.stop_reason = "end"
             return []
         if self._copy_closed:
-            forced = self.matcher.forced_tokens(self.encoder.encode)
-            if forced:
-                self.matcher.advance_many(forced)
-                self.stats.fast_forwarded_tokens += len(forced)
-                return self._feed(forced)
-            return []
+            self._next_kind = "copy"
+            return self._extend(self.matcher.forced_tokens(self.encoder.encode))
         if outcome.finish_reason == "length" or self.stats.generated_tokens >= self.max_new_tokens:
             self.stop_reason = "max_new_tokens"
             return []
+        if outcome.finish_reason == "stop" and self.forced_min_run and self._segment_tokens:
+            forced = self.matcher.forced_tokens(self.encoder.encode)
+            if forced:  # the engine ended the request where the grammar forces a run (cad_stop_at_forced)
+                self._next_kind = "fast_forward"
+                return self._extend(forced)
         raise ServingError(
             f"request of edit {self.tag} ended ({outcome.finish_reason}) before </program> and not at a copy: "
             "the engine refused it (see the server log for the cad_outlines error of this cad_tag)",
             self.result(partial=True))
+
+    def _extend(self, forced: list[int]) -> list[EditEvent]:
+        """Append a grammar-forced run to the context (the next request's prompt) and the
+        program; if that closes a copy, the copied lines and the run after them too."""
+        events: list[EditEvent] = []
+        while forced:
+            self._copy_closed = False
+            self.matcher.advance_many(forced)
+            self.stats.fast_forwarded_tokens += len(forced)
+            self.stats.forced_runs += 1
+            events.extend(self._feed(forced))
+            if self._copy_closed:  # the run closed a copy: its lines go into the next prompt too
+                self._next_kind = "copy"
+                forced = self.matcher.forced_tokens(self.encoder.encode)
+            else:
+                forced = []
+        if self.resolver.done:
+            self.stop_reason = "end"
+        return events
 
     def fail(self, message: str) -> ServingError:
         """A :class:`ServingError` carrying the partial edit (for engine/server failures)."""

@@ -6,7 +6,11 @@ request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (th
 :mod:`cad_outlines.serving.request`). Requests without ``cad_*`` keys are untouched.
 
 - Grammars are compiled once per process for the engine's tokenizer and kept
-  (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache).
+  (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache). A grammar
+  should reach the engine compiled: a :class:`~.grammar_gate.GrammarGate` in the frontend
+  holds its request until a worker process has put it in the on-disk cache, and the
+  engine only loads it. One that arrives uncompiled is compiled here, which stops the
+  engine's steps for every request meanwhile; a warning says so.
 - Each step the masks of every constrained request are computed together
   (:func:`batch_masks`) and applied to the logits in place.
 - A malformed request or a grammar that does not load fails at admission, that request
@@ -23,44 +27,43 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
-from pathlib import Path
+from collections import deque
+from dataclasses import dataclass, field
 
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from ..engine.vocabulary import Vocabulary
+from ..generators.encoding import TokenEncoder
 from .constraint_state import SequenceConstraint, SessionStore, TokenTables, batch_masks
 from .grammar_library import GrammarLibrary, check_grammar
 from .request import ConstraintRequest, RequestError
+from .tokenizer import load_tokenizer, shared_vocabulary
 
-__all__ = ["CadLogitsProcessor"]
+__all__ = ["CadLogitsProcessor", "load_tokenizer"]
 
 log = logging.getLogger("cad_outlines.serving")
 
-_LIBRARIES: dict[tuple[str, int], tuple[GrammarLibrary, dict]] = {}
-_LIBRARIES_LOCK = threading.Lock()
-_CHECKED: OrderedDict[str, str | None] = OrderedDict()  # grammar key -> error (None: loads)
+@dataclass
+class _Engine:
+    """What the processor keeps per tokenizer per process: the grammar library, token
+    tables per grammar (span filter) and the encoder forced runs are counted with."""
+
+    library: GrammarLibrary
+    encoder: TokenEncoder
+    tables: dict[str, TokenTables] = field(default_factory=dict)
 
 
-def load_tokenizer(path: str):
-    """A Hugging Face tokenizer for `path`: the fast class straight from tokenizer.json
-    when there is one (AutoTokenizer may pick a slow class whose pre-tokenizer differs)."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    if (Path(path) / "tokenizer.json").is_file():
-        return PreTrainedTokenizerFast.from_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
+_ENGINES: dict[tuple[str, int], _Engine] = {}
+_ENGINES_LOCK = threading.Lock()
 
 
-def _library(tokenizer_path: str, model_vocab_size: int) -> tuple[GrammarLibrary, dict]:
-    """One grammar library (and token tables per grammar) per tokenizer per process."""
-    key = (tokenizer_path, model_vocab_size)
-    with _LIBRARIES_LOCK:
-        got = _LIBRARIES.get(key)
+def _engine_state(tokenizer_path: str, model_vocab_size: int) -> _Engine:
+    with _ENGINES_LOCK:
+        got = _ENGINES.get((tokenizer_path, model_vocab_size))
         if got is None:
-            vocab = Vocabulary.from_tokenizer(load_tokenizer(tokenizer_path), model_vocab_size=model_vocab_size)
-            got = _LIBRARIES[key] = (GrammarLibrary(vocab), {})
+            tokenizer, vocab = shared_vocabulary(tokenizer_path, model_vocab_size)
+            got = _ENGINES[(tokenizer_path, model_vocab_size)] = _Engine(GrammarLibrary(vocab),
+                                                                         TokenEncoder(tokenizer, vocab))
         return got
 
 
@@ -76,17 +79,7 @@ class CadLogitsProcessor(LogitsProcessor):
         request = ConstraintRequest.from_extra_args(getattr(sampling_params, "extra_args", None))
         if request is None or request.grammar is None:
             return
-        key = request.grammar.key
-        if key not in _CHECKED:
-            try:
-                check_grammar(request.grammar)
-                _CHECKED[key] = None
-            except RequestError as e:
-                _CHECKED[key] = str(e)
-            while len(_CHECKED) > 1024:
-                _CHECKED.popitem(last=False)
-        if _CHECKED[key] is not None:
-            raise RequestError(_CHECKED[key])
+        check_grammar(request.grammar)  # the verdict is kept per grammar: a lookup after the first time
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         model_config = vllm_config.model_config
@@ -97,9 +90,9 @@ class CadLogitsProcessor(LogitsProcessor):
         self.sessions = SessionStore()
         self.errors: deque[tuple[str | None, str]] = deque(maxlen=self.errors_kept)
         self.mask_s = 0.0  # time spent computing masks (for studies)
-        self.compile_s = 0.0
-        self._library: GrammarLibrary | None = None
-        self._tables: dict | None = None
+        self.compile_s = 0.0  # time spent loading or compiling grammars in the engine
+        # the vocabulary now, at engine start, not on the first constrained request's step
+        self._engine = _engine_state(self.tokenizer_path, self.model_vocab_size)
 
     def is_argmax_invariant(self) -> bool:
         return False  # it changes which token wins
@@ -113,31 +106,43 @@ class CadLogitsProcessor(LogitsProcessor):
             return SequenceConstraint(ConstraintRequest(), None, output_ids, eos_ids=self._eos_ids(), error=str(e))
         if request is None:
             return None
-        if self._library is None:
-            self._library, self._tables = _library(self.tokenizer_path, self.model_vocab_size)
         grammar, error = None, None
         if request.grammar is not None:
-            t0 = time.perf_counter()
             try:
-                grammar = self._library.get(request.grammar)
+                grammar = self._grammar(request)
             except RequestError as e:
                 error = str(e)
-            self.compile_s += time.perf_counter() - t0
         tables = None
         if grammar is not None and request.edit is not None:
-            tables = self._tables.get(request.grammar.key)
+            tables = self._engine.tables.get(request.grammar.key)
             if tables is None:
-                tables = self._tables[request.grammar.key] = TokenTables.for_grammar(grammar)
+                tables = self._engine.tables[request.grammar.key] = TokenTables.for_grammar(grammar)
         state = SequenceConstraint(request, grammar, output_ids, tables=tables, eos_ids=self._eos_ids(),
-                                   sessions=self.sessions, error=error)
+                                   sessions=self.sessions, error=error, encode=self._engine.encoder.encode)
         if state.error is not None:
             self._record(request.tag, state.error)
         return state
 
+    def _grammar(self, request: ConstraintRequest):
+        """The request's grammar: already here, loaded from the on-disk cache (a GrammarGate
+        compiled it before admission), or -- warned about -- compiled in the engine."""
+        library, spec = self._engine.library, request.grammar
+        grammar = library.loaded(spec)
+        if grammar is not None:
+            return grammar
+        t0 = time.perf_counter()
+        if not library.on_disk(spec):
+            log.warning("cad_outlines: grammar %s (request %s) was not compiled before it reached the engine; "
+                        "compiling it now stops this engine's steps for every request until it is done. Put a "
+                        "GrammarGate in front (the HTTP middleware or ServedEditor/AsyncLLMBackend do; see "
+                        "docs/serving.md)", spec.name or "by text", request.tag or "(no cad_tag)")
+        try:
+            return library.get(spec)
+        finally:
+            self.compile_s += time.perf_counter() - t0
+
     def _eos_ids(self) -> tuple[int, ...]:
-        if self._library is None:
-            self._library, self._tables = _library(self.tokenizer_path, self.model_vocab_size)
-        return tuple(self._library.vocab.eos_token_ids)
+        return tuple(self._engine.library.vocab.eos_token_ids)
 
     def _record(self, tag: str | None, message: str) -> None:
         self.errors.append((tag, message))

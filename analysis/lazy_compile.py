@@ -96,7 +96,7 @@ def _median_ms(xs: list[float]) -> str:
     return f"{1000 * statistics.median(xs):,.1f}"
 
 
-def _peer_text(spec, gpath: Path, data: Path) -> tuple[str, str]:
+def _peer_text(gpath: Path) -> tuple[str, str]:
     """The grammar text peers get (imports inlined, as in the engine benchmark) and a note."""
     from .engine_bench import _lark_stdlib_dir, inline_imports
 
@@ -159,7 +159,7 @@ def run(args) -> int:
     from cad_outlines.engine.vocabulary import Vocabulary
 
     from .engine_bench import GRAMMARS, _resolve, _version, load_documents
-    from .streamlining import _data, _start_of
+    from .streamlining import _data
 
     data = _data()
     started = time.perf_counter()
@@ -220,7 +220,7 @@ def run(args) -> int:
                 gc.collect()
                 seen.append(_first_mask_ours(gpath, vocab, spec.start, Path(d))[0])
         row = [gname, _median_ms(new), _median_ms(comp), _median_ms(seen), f"{built}"]
-        text, note = _peer_text(spec, gpath, data)
+        text, note = _peer_text(gpath)
         for name, fn, handle in (("llguidance", _first_mask_llg, llg_tok), ("xgrammar", _first_mask_xgr, xgr_info)):
             if handle is None:
                 row += ["-", "-"]
@@ -288,14 +288,10 @@ def run(args) -> int:
     # 3. walks of every grammar the engine accepts
     walk_rows, walk_refusals = [], []
     if not args.skip_walks:
-        from .streamlining import walks
+        from .streamlining import walk_grammars, walks
 
         wv = Vocabulary.from_tokenizer(data / "tokenizers" / "gpt2")
-        paths = sorted(p for p in (data / "grammars").rglob("*.lark") if p.name != "common.lark")
-        paths.append(REPO / "grammars" / "copy_edit.lark")
-        for p in paths:
-            rel = p.relative_to(data / "grammars") if data in p.parents else Path("repo") / p.name
-            start = "file_input" if p.name == "python.lark" and "lark" in p.parts else _start_of(p)
+        for p, rel, start in walk_grammars(data):
             print(f"== walks {rel}", flush=True)
             try:
                 eager = compile_grammar(p, wv, start=start, progress=False)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .report import markdown_table, write_report
-from .streamlining import MAIN, REPO, _data, _path, _start_of, stdlib_proof, walks
+from .streamlining import MAIN, REPO, _data, _path, stdlib_proof, walk_grammars, walks
 
 DESCRIPTION = "native core vs the Python reference matcher: identical masks on stdlib Python and walks of every grammar"
 
@@ -66,12 +66,8 @@ def run(args) -> int:
     if args.walk_states:
         tdir = data / "tokenizers" / args.walk_tokenizer
         vocab = Vocabulary.from_tokenizer(tdir)
-        paths = sorted(p for p in (data / "grammars").rglob("*.lark") if p.name != "common.lark")
-        paths.append(REPO / "grammars" / "copy_edit.lark")
         rows, refused = [], []
-        for p in paths:
-            rel = p.relative_to(data / "grammars") if data in p.parents else Path("repo") / p.name
-            start = "file_input" if p.name == "python.lark" and "lark" in p.parts else _start_of(p)
+        for p, rel, start in walk_grammars(data):
             print(f"== walks {rel}", flush=True)
             try:
                 g = compile_grammar(p, vocab, start=start, progress=False)

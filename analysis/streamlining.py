@@ -164,6 +164,17 @@ def stdlib_proof(a, b, tok, gpath: Path, n_tokens: int, desc: str, factories=Non
     return proof, files
 
 
+def walk_grammars(data: Path) -> list[tuple[Path, Path, str | None]]:
+    """(path, name to show, start rule) of every grammar in the shared data, plus copy_edit.lark."""
+    paths = sorted(p for p in (data / "grammars").rglob("*.lark") if p.name != "common.lark")
+    paths.append(REPO / "grammars" / "copy_edit.lark")
+    out = []
+    for p in paths:
+        rel = p.relative_to(data / "grammars") if data in p.parents else Path("repo") / p.name
+        out.append((p, rel, "file_input" if p.name == "python.lark" and "lark" in p.parts else _start_of(p)))
+    return out
+
+
 def _start_of(path: Path) -> str | None:
     import re
 
@@ -257,11 +268,7 @@ def run(args) -> int:
     if not args.skip_walks:
         tdir = data / "tokenizers" / args.walk_tokenizer
         vocab = Vocabulary.from_tokenizer(tdir)
-        paths = sorted(p for p in (data / "grammars").rglob("*.lark") if p.name != "common.lark")
-        paths.append(REPO / "grammars" / "copy_edit.lark")
-        for p in paths:
-            rel = p.relative_to(data / "grammars") if data in p.parents else Path("repo") / p.name
-            start = "file_input" if p.name == "python.lark" and "lark" in p.parts else _start_of(p)
+        for p, rel, start in walk_grammars(data):
             print(f"== walks {rel}", flush=True)
             try:
                 raw = compile_grammar(p, vocab, start=start, streamline=False, progress=False)

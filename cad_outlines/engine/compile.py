@@ -25,7 +25,7 @@ from .streamline import streamline as streamline_store
 from .terminals import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "source_key"]
+__all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "source_key", "cached_path"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
@@ -106,6 +106,20 @@ def source_key(grammar: str | Path, vocab: Vocabulary, *, start: str | None = No
     return h.hexdigest()[:32]
 
 
+def cached_path(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
+                postlex="auto", streamline: bool = True, lazy: bool = False,
+                cache: bool | str | Path = True) -> Path | None:
+    """The file :func:`compile_grammar` keeps this grammar in for `vocab` (None when
+    `cache` is False), computed without loading the grammar: whether it exists says
+    whether a compile would be a load."""
+    if cache is False:
+        return None
+    folder = cache_dir() if cache is True else Path(cache)
+    key = source_key(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
+                     streamline=streamline and not lazy)
+    return folder / f"{'lazy' if lazy else 'flat'}-{key}.bin"
+
+
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
                     postlex="auto", cache: bool | str | Path = True, progress: bool = True,
                     streamline: bool = True, lazy: bool = False, profile: CompileProfile | None = None
@@ -132,9 +146,7 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     """
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
-    prefix = "lazy" if lazy else "flat"
-    key = source_key(grammar, vocab, **{**options, "streamline": streamline and not lazy})
-    fpath = folder / f"{prefix}-{key}.bin" if folder else None
+    fpath = cached_path(grammar, vocab, lazy=lazy, cache=cache, **options)
 
     def objects(prof: CompileProfile | None = None) -> CompiledGrammar:
         return _compile_objects(grammar, vocab, folder=folder, progress=progress, profile=prof, **options)

@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ..engine.compile import cache_dir, compile_grammar, load_lark, source_key
+from ..engine.compile import cached_path, compile_grammar, load_lark
 from ..engine.compiled import CompiledGrammar
 from ..engine.terminals import GrammarCompileError, lexer_spec_from_lark
 from ..engine.vocabulary import Vocabulary
@@ -89,13 +89,12 @@ def cached_files(spec: GrammarSpec, vocab: Vocabulary, cache: bool | str | Path 
     """Where :func:`compile_grammar` keeps `spec` compiled for `vocab` in the on-disk cache:
     (the eager, streamlined store's file; the lazy grammar's file), by the same names and
     keys it uses (None when `cache` is False). Computed without loading the grammar:
-    whether a file exists says if a compile would be a load."""
+    whether a file exists says if a compile would be a load (:func:`cached_path`)."""
     if cache is False:
         return None
     source, start = grammar_source_of(spec)
-    folder = cache_dir() if cache is True else Path(cache)
-    return (folder / f"flat-{source_key(source, vocab, start=start)}.bin",
-            folder / f"lazy-{source_key(source, vocab, start=start, streamline=False)}.bin")
+    return (cached_path(source, vocab, start=start, cache=cache),
+            cached_path(source, vocab, start=start, lazy=True, cache=cache))
 
 
 class GrammarLibrary:

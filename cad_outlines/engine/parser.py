@@ -17,7 +17,8 @@ END = "$END"
 
 
 class ParseTables:
-    """lark's LALR table as plain dicts keyed by ints.
+    """An LALR table (lark's, or :func:`cad_outlines.engine.lalr.parse_tables`') as plain
+    dicts keyed by ints.
 
     ``actions[state][terminal] = (True, next_state)`` for a shift or
     ``(False, rule_index)`` for a reduce; ``rules[i] = (lhs, rhs_length)``;
@@ -25,11 +26,36 @@ class ParseTables:
     """
 
     def __init__(self, lark_obj, start: str | None = None):
+        """The tables lark built for `lark_obj` (a ``lark.Lark`` with ``parser="lalr"``)."""
+        start = start or lark_obj.options.start[0]
+        # terminal names from lark itself: a namespaced import (`%import python3.x`) gives
+        # terminals like `python3__NAME`, which are not all upper case
+        terminal_names = {t.name for t in lark_obj.terminals} | {END}
+        terminal_names |= {sym.name for rule in lark_obj.rules for sym in rule.expansion if sym.is_term}
+        self._from_lark_table(lark_obj.parser.parser._parse_table, start, terminal_names)
+
+    @classmethod
+    def from_lark_table(cls, table, start: str, terminal_names: Iterable[str]) -> ParseTables:
+        """The tables from lark's own ``IntParseTable`` (e.g. ``LALR_Analyzer.parse_table``);
+        `terminal_names` tells its terminals from its nonterminals."""
+        self = cls.__new__(cls)
+        self._from_lark_table(table, start, set(terminal_names) | {END})
+        return self
+
+    @classmethod
+    def from_parts(cls, start: str, start_state: int, end_state: int, rules: list[tuple[str, int]],
+                   rule_rhs: list[tuple[str, ...]], actions: dict[int, dict[str, tuple[bool, int]]],
+                   goto: dict[int, dict[str, int]]) -> ParseTables:
+        """The tables from plain parts (the attributes of the same names)."""
+        self = cls.__new__(cls)
+        self.start, self.start_state, self.end_state = start, start_state, end_state
+        self.rules, self.rule_rhs, self.actions, self.goto = rules, rule_rhs, actions, goto
+        self.terminals: frozenset[str] = frozenset(t for row in actions.values() for t in row)
+        return self
+
+    def _from_lark_table(self, table, start: str, terminal_names: set[str]) -> None:
         from lark.parsers.lalr_analysis import Shift
 
-        frontend = lark_obj.parser
-        table = frontend.parser._parse_table
-        start = start or lark_obj.options.start[0]
         self.start = start
         self.start_state: int = table.start_states[start]
         self.end_state: int = table.end_states[start]
@@ -38,10 +64,6 @@ class ParseTables:
         self.rule_rhs: list[tuple[str, ...]] = []
         self.actions: dict[int, dict[str, tuple[bool, int]]] = {}
         self.goto: dict[int, dict[str, int]] = {}
-        # terminal names from lark itself: a namespaced import (`%import python3.x`) gives
-        # terminals like `python3__NAME`, which are not all upper case
-        terminal_names = {t.name for t in lark_obj.terminals} | {END}
-        terminal_names |= {sym.name for rule in lark_obj.rules for sym in rule.expansion if sym.is_term}
         for state, row in table.states.items():
             acts, gotos = {}, {}
             for symbol, (action, arg) in row.items():

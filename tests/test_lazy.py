@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cad_outlines import grammar_path
-from cad_outlines.engine.compile import compile_grammar
+from cad_outlines.engine.compile import compile_grammar, wait_for_cache_writes
 from cad_outlines.engine.compile_profile import CompileProfile
 from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch, unpack_bitmask
 from cad_outlines.engine.vocabulary import Vocabulary
@@ -147,6 +147,7 @@ def test_threads_share_one_lazy_grammar(vocab):
 def test_lazy_file_is_cached_and_rebuilt_when_corrupt(vocab, tmp_path):
     prof = CompileProfile()
     g1 = compile_grammar(JSON, vocab, cache=tmp_path, progress=False, lazy=True, profile=prof)
+    wait_for_cache_writes()  # a lazy file is written beside the first mask, on a thread
     assert [p.name for p in prof.phases] == ["lark load", "terminal DFAs", "parse tables", "lexer configurations",
                                              "flat arrays"]
     files = list(tmp_path.glob("lazy-*.bin"))

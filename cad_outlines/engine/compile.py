@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -14,18 +15,20 @@ import lark
 from ..grammars import grammar_source
 from .compiled import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
-from .flat_grammar import FlatFileError, FlatGrammar, flatten_lazy
+from .flat_grammar import FlatFileError, FlatGrammar, flatten_lazy, lazy_lexer_arrays
 from .grammar_checks import check_language, missing_start_error
+from .grammar_load import LoadedGrammar, load_rules, postlexer
+from .lalr import parse_tables
 from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
-from .lexer_index import TokenBytes, byte_automaton
+from .lexer_index import TokenBytes
 from .mask_store import MaskStore, build_mask_store
 from .parser import IndentTracker, ParseTables
 from .streamline import streamline as streamline_store
 from .terminals import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "grammar_fingerprint", "cache_dir", "source_key", "cached_path"]
+__all__ = ["load_lark", "compile_grammar", "wait_for_cache_writes", "grammar_fingerprint", "cache_dir", "source_key", "cached_path"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
@@ -36,17 +39,6 @@ LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configuratio
 def cache_dir() -> Path:
     """``$CAD_OUTLINES_CACHE`` or ``~/.cache/cad_outlines``."""
     return Path(os.environ.get("CAD_OUTLINES_CACHE") or Path.home() / ".cache" / "cad_outlines")
-
-
-def _postlexer(text: str, postlex):
-    if postlex == "auto":
-        declares = "%declare" in text and "_INDENT" in text and "_DEDENT" in text
-        postlex = "python" if declares else None
-    if postlex == "python":
-        from lark.indenter import PythonIndenter
-
-        return PythonIndenter()
-    return postlex
 
 
 def load_lark(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> lark.Lark:
@@ -60,7 +52,7 @@ def load_lark(grammar: str | Path, *, start: str | None = None, import_paths=(),
     options = dict(parser="lalr", lexer="basic", import_paths=[*src.import_paths, *map(str, import_paths)])
     if start:
         options["start"] = start
-    pl = _postlexer(text, postlex)
+    pl = postlexer(text, postlex)
     if pl is not None:
         options["postlex"] = pl
     try:
@@ -72,7 +64,7 @@ def load_lark(grammar: str | Path, *, start: str | None = None, import_paths=(),
         raise error from e
 
 
-def grammar_fingerprint(lk: lark.Lark) -> str:
+def grammar_fingerprint(lk: lark.Lark | LoadedGrammar) -> str:
     """Content hash of what lark loaded: terminals, rules, ignores, start, postlexer."""
     h = hashlib.sha256()
     for t in sorted(lk.terminals, key=lambda t: t.name):
@@ -155,6 +147,8 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
         return objects(CompileProfile())._reference()
 
     prof = profile if profile is not None else CompileProfile()
+    if fpath is not None:
+        _wait_for_save(fpath)
     if fpath is not None and fpath.is_file():
         try:
             with prof.phase("load flat arrays"):
@@ -169,13 +163,13 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     if lazy:
         prof.start(progress, planned=len(LAZY_PHASES))
         try:
-            g, auto = _compile_lazy(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
-                                    profile=prof)
+            g, lexer = _compile_lazy(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
+                                     profile=prof)
             with prof.phase("flat arrays"):
-                flat = flatten_lazy(g, auto)
+                flat = flatten_lazy(g, lexer)
                 flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=g.grammar_hash)
-                if fpath is not None:
-                    flat.save(fpath)
+            if fpath is not None:  # the grammar is usable now; its cache file is written beside
+                _save_in_background(flat, fpath)
         finally:
             prof.finish()
         return CompiledGrammar(vocab, grammar_hash=flat.meta["grammar_hash"], streamlined=False, flat=flat,
@@ -193,34 +187,68 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     return compiled
 
 
+_SAVING: dict[Path, threading.Thread] = {}  # lazy files being written, by path
+_SAVING_LOCK = threading.Lock()
+
+
+def _save_in_background(flat: FlatGrammar, path: Path) -> None:
+    """Write a lazy grammar's file on a (non-daemon) thread: the first mask need not wait
+    for the disk. A compile of the same file waits for it (:func:`_wait_for_save`); the
+    write is atomic, so another process sees the whole file or none."""
+    def save() -> None:
+        try:
+            flat.save(path)
+        except OSError as e:
+            warnings.warn(f"could not cache the compiled grammar at {path}: {e}", stacklevel=1)
+
+    t = threading.Thread(target=save, name="cad-outlines-save", daemon=False)
+    with _SAVING_LOCK:
+        _SAVING[path] = t
+    t.start()
+
+
+def wait_for_cache_writes() -> None:
+    """Block until every lazy grammar file being written by this process is on disk."""
+    with _SAVING_LOCK:
+        pending = list(_SAVING)
+    for path in pending:
+        _wait_for_save(path)
+
+
+def _wait_for_save(path: Path) -> None:
+    with _SAVING_LOCK:
+        t = _SAVING.pop(path, None)
+    if t is not None:
+        t.join()
+
+
 def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postlex, prof: CompileProfile):
-    """lark load, terminal automata (checked), parse tables: (lark, start, spec, tables, indenter)."""
+    """lark's grammar reader, terminal automata (checked), parse tables (native LALR):
+    (loaded grammar, start, spec, tables, indenter)."""
     with prof.phase("lark load"):
-        lk = load_lark(grammar, start=start, import_paths=import_paths, postlex=postlex)
-        start = start or lk.options.start[0]
+        lk = load_rules(grammar, start=start, import_paths=import_paths, postlex=postlex)
+        start = lk.options.start[0]
     with prof.phase("terminal DFAs"):
         spec = lexer_spec_from_lark(lk)
         check_language(lk, spec, start)
     with prof.phase("parse tables"):
-        tables = ParseTables(lk, start)
+        tables = parse_tables(lk.rules, start)
     pl = lk.options.postlex
     return lk, start, spec, tables, IndentTracker.from_postlex(pl) if pl is not None else None
 
 
 def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
-                  profile: CompileProfile):
-    """The grammar-only phases: (objects without a store, the lexer's byte automaton), for
-    :func:`~.flat_grammar.flatten_lazy`."""
+                  profile: CompileProfile) -> tuple[CompiledGrammar, tuple[dict, dict]]:
+    """The grammar-only phases: (objects without a store or lexer configurations, the
+    lexer's arrays with its byte automaton), for :func:`~.flat_grammar.flatten_lazy`."""
     prof = profile
     lk, start, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
+    g = CompiledGrammar(vocab, Lexer(spec), None, tables, indenter, grammar_fingerprint(lk), streamlined=False)
     with prof.phase("lexer configurations"):
-        auto = byte_automaton(Lexer(spec))
-        lexer = Lexer(spec, table=auto.table)  # configuration ids = automaton states
-        lexer.prime_viable(auto.viable_labels())
-        note = f"{auto.n_states:,} configs, {len(auto.nxt):,} byte edges"
+        lexer = lazy_lexer_arrays(g)
+        note = f"{len(lexer[0]['c_owner']):,} configs, {len(lexer[0]['a_nxt']):,} byte edges"
     prof.phases[-1].note = note
-    g = CompiledGrammar(vocab, lexer, None, tables, indenter, grammar_fingerprint(lk), streamlined=False)
-    return g, auto
+    return g, lexer
 
 
 def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,

@@ -57,9 +57,8 @@ from .parser import END
 
 if TYPE_CHECKING:
     from .compiled import CompiledGrammar
-    from .lexer_index import ByteAutomaton
 
-__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "FLAT_MAGIC", "FlatFileError"]
+__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "lazy_lexer_arrays", "FLAT_MAGIC", "FlatFileError"]
 
 FLAT_MAGIC = b"CADFLAT1"
 _ALIGN = 64
@@ -205,18 +204,7 @@ def _lexer_arrays(g: CompiledGrammar, out: dict, meta: dict) -> list[int]:
     k = spec.n_terminals
     out["l_first"] = (spec.first + off[:k, None]).astype(np.int32).reshape(-1) if k else np.zeros(0, np.int32)
     out["l_starters_off"], out["l_starters"] = _csr([spec.starters[b] for b in range(256)])
-    comp_none = np.zeros(k * 256, dtype=np.uint8)
-    chunks = []
-    for i in range(k):
-        for b in range(256):
-            c = spec.competitors[i][b]
-            if c is None:
-                comp_none[i * 256 + b] = 1
-                chunks.append([])
-            else:
-                chunks.append(sorted(off[j] + s for j, s in c))
-    out["l_comp_off"], out["l_comp"] = _csr(chunks)
-    out["l_comp_none"] = comp_none
+    out["l_comp_none"], out["l_comp_off"], out["l_comp"] = spec.competitor_arrays(off)
     out["l_ignored"] = np.array([i in spec.ignored for i in range(len(spec.labels))], dtype=np.uint8)
     meta.update(n_terminals=k, indent_label=-1 if spec.indent_label is None else spec.indent_label,
                 indent_owner=-1 if spec.indent_owner is None else spec.indent_owner, tab_len=spec.tab_len,
@@ -374,39 +362,30 @@ def _vocab_arrays_of(g: CompiledGrammar, out: dict) -> None:
         a.flags.writeable = False  # shared by every grammar of the vocabulary
 
 
-def _automaton_arrays(g: CompiledGrammar, auto: ByteAutomaton, out: dict, meta: dict) -> None:
-    """The byte automaton and each configuration's entered-label set, for a lazy store."""
-    lexer = g.lexer
-    ent_index: dict[tuple[int, ...], int] = {}
-    c_ent = []
-    for q in range(len(lexer.table)):
-        e = lexer.entered(q)
-        c_ent.append(-1 if e is None else ent_index.setdefault(e, len(ent_index)))
-    out["c_ent"] = np.array(c_ent, dtype=np.int32)
-    out["e_off"], out["e_labels"] = _csr(list(ent_index))
-    out["e_off"] = out["e_off"].astype(np.int32)
-    out["a_ptr"] = auto.ptr.astype(np.int64)
-    out["a_nxt"] = auto.nxt.astype(np.int32)
-    out["a_lab"] = auto.lab.astype(np.int32)
-    out["a_kind"] = auto.kind.astype(np.uint8)
-    out["a_ends_nl"] = auto.ends_nl.astype(np.uint8)
-    out["a_in_nl"] = auto.in_nl.astype(np.uint8)
-    meta.update(lazy=True, vocab_size=g.vocab_size, n_words=(g.vocab_size + 31) // 32, n_rows=None,
-                n_configs=len(lexer.table))
+def lazy_lexer_arrays(g: CompiledGrammar) -> tuple[dict[str, np.ndarray], dict]:
+    """The lexer's arrays and meta, plus its byte automaton and every configuration's arrays
+    (``c_*``, ``c_ent``, ``e_*``, ``a_*``), built by the native core
+    (``_native/src/byte_automaton.cpp``) from the terminal automata alone: `g` needs its
+    lexer's spec, not its configuration table."""
+    from .._native import core
 
-
-def flatten_lazy(g: CompiledGrammar, auto: ByteAutomaton) -> FlatGrammar:
-    """The flat arrays of a grammar whose store the native core builds on first use:
-    everything but the store, plus the lexer's byte automaton. `g` holds the lexer (its
-    configuration table must be the automaton's), parse tables and indenter; no store."""
-    if g.lexer.table is not auto.table:
-        raise ValueError("a lazy grammar's configurations must be its byte automaton's states")
     out: dict[str, np.ndarray] = {}
     meta: dict = {}
+    _lexer_arrays(g, out, meta)
+    out.update(core().byte_automaton(out, meta))
+    meta.update(lazy=True, vocab_size=g.vocab_size, n_words=(g.vocab_size + 31) // 32, n_rows=None,
+                n_configs=len(out["c_owner"]))
+    return out, meta
+
+
+def flatten_lazy(g: CompiledGrammar, lexer: tuple[dict, dict] | None = None) -> FlatGrammar:
+    """The flat arrays of a grammar whose store the native core builds on first use:
+    everything but the store, plus the lexer's byte automaton (`lexer`: the result of
+    :func:`lazy_lexer_arrays`, computed here if not given). `g` holds the lexer spec, parse
+    tables and indenter; no store."""
+    out, meta = lazy_lexer_arrays(g) if lexer is None else lexer
+    out, meta = dict(out), dict(meta)
     _parser_arrays(g, out, meta)
-    off = _lexer_arrays(g, out, meta)
-    _config_arrays(g, off, out)
-    _automaton_arrays(g, auto, out, meta)
     _vocab_arrays(g, out, meta)
     return FlatGrammar(out, meta)
 

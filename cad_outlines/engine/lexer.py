@@ -159,28 +159,52 @@ class LexerSpec:
                 raise ValueError(f"the indenter's NEWLINE must be one terminal, found {owners}")
             self.indent_owner = owners[0]
         k = self.n_terminals
+        autos = self.automata[:k]
         # first[i][b]: owner i's state after first byte b (dead if it cannot start so)
-        self.first = np.stack([a.trans[0] for a in self.automata[:k]]) if k else np.zeros((0, 256), np.int32)
-        # For owner i starting with byte b: the competitors j < i still running after b,
-        # or None if one of them already accepts (lark would pick it).
-        self.competitors: list[list[tuple[tuple[int, int], ...] | None]] = []
-        for i in range(k):
-            row = []
-            for b in range(256):
-                runs, killed = [], False
-                for j in range(i):
-                    a = self.automata[j]
-                    s = int(a.trans[0, b])
-                    if a.label[s] >= 0 and not a.blocked[s]:
-                        killed = True
-                        break
-                    if a.live[s] or a.label[s] >= 0:
-                        runs.append((j, s))
-                row.append(None if killed else tuple(runs))
-            self.competitors.append(row)
-        self.starters: list[list[int]] = [
-            [i for i in range(k) if self.first[i, b] != self.automata[i].dead] for b in range(256)
-        ]
+        self.first = np.stack([a.trans[0] for a in autos]) if k else np.zeros((0, 256), np.int32)
+        # For owner i starting with byte b, the competitors are the terminals j < i still
+        # running after b, unless one of them already accepts (lark would pick it): as
+        # arrays over (j, b), `first_kills` (j accepts on b) and `first_runs` (j runs on).
+        label0 = np.stack([a.label[a.trans[0]] for a in autos]) if k else np.zeros((0, 256), np.int32)
+        blocked0 = np.stack([a.blocked[a.trans[0]] for a in autos]) if k else np.zeros((0, 256), bool)
+        live0 = np.stack([a.live[a.trans[0]] for a in autos]) if k else np.zeros((0, 256), bool)
+        self.first_kills = (label0 >= 0) & ~blocked0
+        self.first_runs = live0 | (label0 >= 0)
+        # the first terminal that accepts on byte b (k: none): owners after it never start on b
+        self.first_killer = np.where(self.first_kills.any(axis=0), self.first_kills.argmax(axis=0), k) if k else \
+            np.zeros(256, np.int64)
+        dead = np.array([a.dead for a in autos], dtype=np.int32)
+        self.starters: list[list[int]] = [np.flatnonzero(self.first[:, b] != dead).tolist() for b in range(256)]
+
+    @functools.cached_property
+    def competitors(self) -> list[list[tuple[tuple[int, int], ...] | None]]:
+        """``competitors[i][b]``: the (terminal, state) runs of the terminals j < i still
+        running after first byte b, or None if one of them already accepts."""
+        k = self.n_terminals
+        runs = [[(j, int(self.first[j, b])) for j in np.flatnonzero(self.first_runs[:, b]).tolist()]
+                for b in range(256)]
+        cum = np.cumsum(self.first_runs, axis=0) - self.first_runs  # runs among j < i
+        return [[None if self.first_killer[b] < i else tuple(runs[b][: cum[i, b]]) for b in range(256)]
+                for i in range(k)]
+
+    def competitor_arrays(self, off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:attr:`competitors` as flat arrays with global states (``off``: each terminal's
+        first global state): (none flag per owner * 256 + byte, CSR offsets, runs sorted)."""
+        k = self.n_terminals
+        none = (self.first_killer[None, :] < np.arange(k)[:, None]).reshape(-1)  # (k * 256,)
+        cum = np.cumsum(self.first_runs, axis=0) - self.first_runs  # (k, 256): runs among j < i
+        lengths = np.where(none, 0, cum.reshape(-1)).astype(np.int64)
+        offs = np.zeros(k * 256 + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offs[1:])
+        # per byte, the global states of the running terminals in order of j (so sorted)
+        bs, js = np.nonzero(self.first_runs.T)  # byte-major (b, j) pairs, j ascending per byte
+        glob = (np.asarray(off[:k], dtype=np.int64)[js] + self.first[js, bs]).astype(np.int32)
+        base = np.zeros(257, dtype=np.int64)
+        np.cumsum(np.bincount(bs, minlength=256), out=base[1:])
+        b_of = np.tile(np.arange(256), k)
+        start = np.repeat(base[b_of] - offs[:-1], lengths)
+        data = glob[start + np.arange(int(offs[-1]))] if offs[-1] else np.zeros(0, np.int32)
+        return none.astype(np.uint8), offs, data.astype(np.int32)
 
 
 @dataclass(frozen=True)

@@ -195,9 +195,7 @@ def _unless_product(dfa: ByteDFA, strs: Sequence[ByteDFA]) -> tuple[np.ndarray, 
     todo: list[tuple[int, ...]] = []
     rows: list[np.ndarray] = []
 
-    def sid(tup: tuple[int, ...]) -> int:
-        if all(x < 0 for x in tup[1:]):
-            return tup[0]
+    def sid(tup: tuple[int, ...]) -> int:  # a product state with some string run alive
         got = ids.get(tup)
         if got is None:
             got = ids[tup] = n + len(todo)
@@ -209,12 +207,18 @@ def _unless_product(dfa: ByteDFA, strs: Sequence[ByteDFA]) -> tuple[np.ndarray, 
     while i < len(todo):
         tup = todo[i]
         i += 1
-        r = tup[0]
-        row = np.full(256, -1, dtype=np.int32)
-        cols = np.stack([dfa.trans[r]] + [d.trans[s] if s >= 0 else np.full(256, -1, np.int32)
-                                          for d, s in zip(strs, tup[1:])], axis=1)
-        for b in np.flatnonzero(cols[:, 0] >= 0).tolist():
-            row[b] = sid(tuple(cols[b].tolist()))
+        # a byte that kills every string run leads back into the regex DFA itself
+        row = np.array(dfa.trans[tup[0]], dtype=np.int32)
+        alive = [q for q in range(k) if tup[1 + q] >= 0]
+        cols = np.stack([strs[q].trans[tup[1 + q]] for q in alive], axis=1)  # (256, alive)
+        key = [-1] * (k + 1)
+        for b in np.flatnonzero((row >= 0) & (cols >= 0).any(axis=1)).tolist():
+            key[0] = int(row[b])
+            for q, x in zip(alive, cols[b].tolist()):
+                key[1 + q] = x
+            row[b] = sid(tuple(key))
+            for q in alive:
+                key[1 + q] = -1
         rows.append(row)
     total = n + len(todo)
     trans = np.concatenate([dfa.trans, np.stack(rows)]) if rows else dfa.trans
@@ -299,11 +303,12 @@ def _compile_terminal(t: TerminalDef, g_flags: int, ignored: bool) -> TerminalIn
 
 def compile_terminals(source: lark.Lark | str | Path, *, start: str | Sequence[str] | None = None,
                       import_paths: Iterable[str | Path] = (), **lark_options) -> TerminalSet:
-    """Compile a grammar's terminals. `source` is a :class:`lark.Lark` (its lexer
-    configuration is used as is) or anything :func:`load_grammar` takes. Raises
-    :class:`GrammarCompileError` naming the terminal for a construct without an exact DFA."""
-    lk = source if isinstance(source, lark.Lark) else load_grammar(
-        source, start=start, import_paths=import_paths, **lark_options)
+    """Compile a grammar's terminals. `source` is a :class:`lark.Lark` or a
+    :class:`~.grammar_load.LoadedGrammar` (its lexer configuration is used as is) or
+    anything :func:`load_grammar` takes. Raises :class:`GrammarCompileError` naming the
+    terminal for a construct without an exact DFA."""
+    loaded = isinstance(source, lark.Lark) or hasattr(source, "lexer_conf")
+    lk = source if loaded else load_grammar(source, start=start, import_paths=import_paths, **lark_options)
     conf = lk.lexer_conf
     if conf.re_module is not re:
         raise GrammarCompileError("*", "the `regex` module's semantics are not supported (use Python's re)")

@@ -32,6 +32,11 @@ public:
     // Every (store config, emitted labels, indentation) reachable by reading `data` from
     // store config `cfg` with indentation `acc`. Throws if an end is not a store config.
     void run(int32_t cfg, const uint8_t* data, size_t n, int32_t acc, std::vector<LexEnd>& out) const;
+    // One byte from a configuration: (successor, label ended by this byte or -1), as
+    // engine/lexer.py's Lexer.step; only the l_* arrays of the grammar are read.
+    void step(const LexCfg& cfg, int b, std::vector<std::pair<LexCfg, int32_t>>& out) const;
+    // Constraint runs after byte b (sorted global states); false if one of them matches.
+    bool advance_cons(const std::vector<int32_t>& cons, int b, std::vector<int32_t>& out) const;
 
 private:
     struct Front {
@@ -39,8 +44,6 @@ private:
         std::vector<int32_t> emitted;
         int32_t acc;
     };
-    bool advance_cons(const std::vector<int32_t>& cons, int b, std::vector<int32_t>& out) const;
-    void step(const LexCfg& cfg, int b, std::vector<std::pair<LexCfg, int32_t>>& out) const;
     void after(int32_t i, int32_t s, std::vector<int32_t>&& cons, std::vector<std::pair<LexCfg, int32_t>>& out) const;
     std::vector<int32_t> ended_cons(int32_t s, const std::vector<int32_t>& cons) const;
     const Grammar& g_;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "batch.h"
+#include "byte_automaton.h"
 #include "grammar.h"
 #include "lalr.h"
 #include "lazy_store.h"
@@ -99,6 +100,45 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
 }
 
 using Words = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;
+
+// A numpy array that owns the vector's buffer.
+template <class T>
+static nb::object to_numpy(std::vector<T>&& v) {
+    auto* heap = new std::vector<T>(std::move(v));
+    nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+    size_t shape[1] = {heap->size()};
+    return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), 1, shape, owner));
+}
+
+// The lexer's byte automaton and per-configuration arrays (byte_automaton.h) from the l_*
+// arrays and the lexer's meta of a flat grammar.
+static nb::dict byte_automaton_arrays(nb::dict a, nb::dict meta, size_t max_states) {
+    PyGrammar pg;
+    Grammar& g = pg.g;
+#define ARR(name) bind_array(pg, a, #name, g.name)
+    ARR(l_trans); ARR(l_label); ARR(l_shadow); ARR(l_dead); ARR(l_auto_off); ARR(l_guard); ARR(l_first);
+    ARR(l_comp); ARR(l_starters); ARR(l_starters_off); ARR(l_comp_off); ARR(l_live); ARR(l_block);
+    ARR(l_blocked); ARR(l_pending); ARR(l_comp_none); ARR(l_ignored);
+#undef ARR
+#define META(name) g.name = meta_int(meta, #name)
+    META(n_terminals); META(indent_label); META(indent_owner); META(tab_len); META(n_labels);
+#undef META
+    if (g.l_starters_off.size() != 257 || g.l_comp_off.size() != size_t(g.n_terminals) * 256 + 1 ||
+        g.l_ignored.size() != size_t(g.n_labels) || g.l_trans.size() != g.l_label.size() * 256)
+        throw std::invalid_argument("lexer arrays have inconsistent sizes");
+    ByteAutomaton ba;
+    {
+        nb::gil_scoped_release release;
+        ba = build_byte_automaton(g, max_states);
+    }
+    nb::dict out;
+#define OUT(name) out[#name] = to_numpy(std::move(ba.name))
+    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_nxt); OUT(a_lab); OUT(a_kind);
+    OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid); OUT(c_final);
+    OUT(c_ent); OUT(e_off); OUT(e_labels);
+#undef OUT
+    return out;
+}
 using Tokens = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 static uint32_t* words_of(Words& out, const Grammar& g, size_t rows) {
@@ -339,4 +379,7 @@ NB_MODULE(_core, m) {
           "reductions (reduce_off, "
           "reduce_term, reduce_rule), unresolved reduce/reduce collisions (collision_state, collision_term, "
           "CSR collision_off/collision_rules) and the count of shift/reduce conflicts resolved as shift.");
+    m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
+          "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
+          "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");
 }

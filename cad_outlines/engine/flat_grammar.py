@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import zlib
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,12 +103,15 @@ class FlatGrammar:
         header = json.dumps(header_of).encode()
         start = -(-(len(FLAT_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            f.write(FLAT_MAGIC + len(header).to_bytes(8, "little") + header)
-            f.write(b"\0" * (start - f.tell()))
-            f.write(body)
-        os.replace(tmp, path)
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(FLAT_MAGIC + len(header).to_bytes(8, "little") + header)
+                f.write(b"\0" * (start - f.tell()))
+                f.write(body)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path: str | Path, *, verify: bool = True) -> FlatGrammar:

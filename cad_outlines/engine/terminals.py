@@ -101,7 +101,14 @@ class TerminalInfo:
     flags: frozenset[str]
     max_width: int  # lark's, used in the order
     ignored: bool
-    first_match_differs: bool  # Python's match can be shorter than the regex's longest match
+    regexp: str = field(repr=False, default="")  # as compiled (lark's flag wrapper included)
+    g_flags: int = field(repr=False, default=0)
+
+    @property
+    def first_match_differs(self) -> bool:
+        """Python's match can be shorter than the regex's longest match (computed on
+        demand: it needs the regex's full-match DFA, which lexing does not)."""
+        return _first_match_differs(self.regexp, self.g_flags)
 
 
 @dataclass(eq=False)
@@ -275,16 +282,19 @@ _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "u": re.UNI
 
 
 @functools.lru_cache(maxsize=4096)
-def _terminal_dfas(regexp: str, g_flags: int) -> tuple[ByteDFA, bool]:
-    m = regex_to_dfa(regexp, g_flags, semantics="match")
-    full = regex_to_dfa(regexp, g_flags, semantics="full")
-    return m, not m.equivalent(full)
+def _terminal_dfas(regexp: str, g_flags: int) -> ByteDFA:
+    return regex_to_dfa(regexp, g_flags, semantics="match")
+
+
+@functools.lru_cache(maxsize=4096)
+def _first_match_differs(regexp: str, g_flags: int) -> bool:
+    return not _terminal_dfas(regexp, g_flags).equivalent(regex_to_dfa(regexp, g_flags, semantics="full"))
 
 
 def _compile_terminal(t: TerminalDef, g_flags: int, ignored: bool) -> TerminalInfo:
     regexp = t.pattern.to_regexp()
     try:
-        dfa, differs = _terminal_dfas(regexp, g_flags)
+        dfa = _terminal_dfas(regexp, g_flags)
     except UnsupportedRegex as e:
         pos = e.position
         if pos is not None and t.pattern.type == "re":  # offsets into the pattern, not lark's flag wrapper
@@ -298,7 +308,7 @@ def _compile_terminal(t: TerminalDef, g_flags: int, ignored: bool) -> TerminalIn
         raise GrammarCompileError(
             t.name, f"{t.pattern.value!r} matches the empty string (lark refuses zero-width terminals)")
     return TerminalInfo(t.name, dfa, t.priority, t.pattern.type, t.pattern.value, frozenset(t.pattern.flags),
-                        t.pattern.max_width, ignored, differs)
+                        t.pattern.max_width, ignored, regexp, g_flags)
 
 
 def compile_terminals(source: lark.Lark | str | Path, *, start: str | Sequence[str] | None = None,

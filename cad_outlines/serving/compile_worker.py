@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..engine.compile import wait_for_cache_writes
 from .grammar_library import GrammarLibrary
 from .request import GrammarSpec, RequestError
 from .tokenizer import shared_vocabulary
@@ -28,6 +29,8 @@ def compile_into_cache(job: dict) -> str | None:
         GrammarLibrary(vocab, cache=job["cache"]).get(spec)
     except RequestError as e:
         return str(e)
+    finally:
+        wait_for_cache_writes()  # the parent loads the file once we answer
     return None
 
 

@@ -14,7 +14,10 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ..engine.compile import cached_path, compile_grammar, load_lark
+from ..engine.compile import cached_path, compile_grammar
+from ..engine.grammar_checks import check_language
+from ..engine.grammar_load import load_rules
+from ..engine.lalr import parse_tables
 from ..engine.compiled import CompiledGrammar
 from ..engine.terminals import GrammarCompileError, lexer_spec_from_lark
 from ..engine.vocabulary import Vocabulary
@@ -57,8 +60,9 @@ CHECKS_KEPT = 1024
 
 
 def check_grammar(spec: GrammarSpec) -> None:
-    """Cheap, vocabulary-free check that a grammar loads in lark (LALR, basic lexer) and
-    that every terminal compiles; raises :class:`RequestError` saying why not. The verdict
+    """Cheap, vocabulary-free check that a grammar loads (lark's reader, our LALR tables),
+    that every terminal compiles and that its language is not empty; raises
+    :class:`RequestError` saying why not. The verdict
     is kept per grammar key (the last 1024) for the process, so the admission check of a
     grammar seen before -- by vLLM's ``validate_params`` after the gate's thread, or by
     the next request -- is a lookup, not a lark load on the server's event loop."""
@@ -68,7 +72,7 @@ def check_grammar(spec: GrammarSpec) -> None:
     if not known:
         source, start = grammar_source_of(spec)
         try:
-            lexer_spec_from_lark(load_lark(source, start=start))
+            _check_loads(source, start)
         except Exception as e:
             refusal = str(_refusal(e))
         with _CHECKED_LOCK:
@@ -77,6 +81,15 @@ def check_grammar(spec: GrammarSpec) -> None:
                 _CHECKED.popitem(last=False)
     if refusal is not None:
         raise RequestError(refusal)
+
+
+def _check_loads(source, start) -> None:
+    """What a compile checks before any vocabulary work: lark reads the grammar, every
+    terminal compiles, the language is not empty, the LALR tables have no conflict."""
+    lk = load_rules(source, start=start)
+    spec = lexer_spec_from_lark(lk)
+    check_language(lk, spec, lk.options.start[0])
+    parse_tables(lk.rules, lk.options.start[0])
 
 
 def forget_checks() -> None:

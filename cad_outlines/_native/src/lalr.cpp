@@ -137,11 +137,10 @@ LalrTables build_lalr(const LalrGrammar& g) {
                                                 rhs.begin() + off[b + 1]);
         };
         std::stable_sort(order.begin(), order.end(), key_less);
-        std::vector<std::pair<int32_t, int32_t>> dup;  // (rule, earlier equal rule)
-        for (size_t i = 1; i < order.size(); ++i) {
-            size_t j = i;
-            while (j > 0 && !key_less(order[j - 1], order[i])) --j;  // first of the equal run
-            if (j < i) dup.push_back({order[i], order[j]});
+        std::vector<std::pair<int32_t, int32_t>> dup;  // (rule, the first rule equal to it)
+        for (size_t i = 1, first = 0; i < order.size(); ++i) {
+            if (key_less(order[i - 1], order[i])) first = i;
+            else dup.push_back({order[i], order[first]});
         }
         std::sort(dup.begin(), dup.end());
         for (auto& [r, first] : dup) out.duplicates.insert(out.duplicates.end(), {first, r});
@@ -155,7 +154,8 @@ LalrTables build_lalr(const LalrGrammar& g) {
     auto has_rules = [&](int32_t A) { return by_org_off[A + 1] > by_org_off[A]; };
     for (int32_t r = 0; r < nRules; ++r)
         for (int32_t i = off[r]; i < off[r + 1]; ++i)
-            if (!term[rhs[i]] && !has_rules(rhs[i])) out.undefined.insert(out.undefined.end(), {r == nR ? -1 : r, rhs[i]});
+            if (!term[rhs[i]] && !has_rules(rhs[i]))
+                out.undefined.insert(out.undefined.end(), {r == nR ? -1 : r, rhs[i]});
     if (!out.duplicates.empty() || !out.undefined.empty()) return out;
 
     // items: rule r at dot d is ibase[r] + d
@@ -196,7 +196,8 @@ LalrTables build_lalr(const LalrGrammar& g) {
     std::vector<uint8_t> rest_nullable(size_t(n_items), 1);  // every symbol from the dot on is nullable
     for (int32_t r = 0; r < nRules; ++r)
         for (int32_t d = len(r) - 1; d >= 0; --d)
-            rest_nullable[ibase[r] + d] = rest_nullable[ibase[r] + d + 1] && !term[rhs[off[r] + d]] && nullable[rhs[off[r] + d]];
+            rest_nullable[ibase[r] + d] =
+                rest_nullable[ibase[r] + d + 1] && !term[rhs[off[r] + d]] && nullable[rhs[off[r] + d]];
 
     // the nonterminals a closure adds for a nonterminal: its rules' first symbols
     std::vector<int32_t> lead_off(size_t(nS) + 1, 0), lead;
@@ -315,9 +316,11 @@ LalrTables build_lalr(const LalrGrammar& g) {
     // linked list through inc_list)
     const int32_t n_entries = int32_t(k_items.size());
     std::vector<int32_t> entry_state(static_cast<size_t>(n_entries));
-    for (int32_t s = 0; s < n_states; ++s) std::fill(entry_state.begin() + k_off[s], entry_state.begin() + k_off[s + 1], s);
+    for (int32_t s = 0; s < n_states; ++s)
+        std::fill(entry_state.begin() + k_off[s], entry_state.begin() + k_off[s + 1], s);
     auto entry_of = [&](int32_t s, int32_t item) {  // item's entry in s's kernel
-        return int32_t(std::lower_bound(k_items.begin() + k_off[s], k_items.begin() + k_off[s + 1], item) - k_items.begin());
+        auto b = k_items.begin() + k_off[s], e = k_items.begin() + k_off[s + 1];
+        return int32_t(std::lower_bound(b, e, item) - k_items.begin());
     };
     std::vector<int32_t> walk_end(static_cast<size_t>(n_entries), -1), inc_head(static_cast<size_t>(n_entries), -1);
     std::vector<std::pair<int32_t, int32_t>> inc_list;  // (transition, next in list)

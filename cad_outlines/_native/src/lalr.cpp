@@ -1,6 +1,7 @@
 #include "lalr.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -136,11 +137,10 @@ LalrTables build_lalr(const LalrGrammar& g) {
                                                 rhs.begin() + off[b + 1]);
         };
         std::stable_sort(order.begin(), order.end(), key_less);
-        std::vector<std::pair<int32_t, int32_t>> dup;  // (rule, earlier equal rule)
-        for (size_t i = 1; i < order.size(); ++i) {
-            size_t j = i;
-            while (j > 0 && !key_less(order[j - 1], order[i])) --j;  // first of the equal run
-            if (j < i) dup.push_back({order[i], order[j]});
+        std::vector<std::pair<int32_t, int32_t>> dup;  // (rule, the first rule equal to it)
+        for (size_t i = 1, first = 0; i < order.size(); ++i) {
+            if (key_less(order[i - 1], order[i])) first = i;
+            else dup.push_back({order[i], order[first]});
         }
         std::sort(dup.begin(), dup.end());
         for (auto& [r, first] : dup) out.duplicates.insert(out.duplicates.end(), {first, r});
@@ -154,7 +154,8 @@ LalrTables build_lalr(const LalrGrammar& g) {
     auto has_rules = [&](int32_t A) { return by_org_off[A + 1] > by_org_off[A]; };
     for (int32_t r = 0; r < nRules; ++r)
         for (int32_t i = off[r]; i < off[r + 1]; ++i)
-            if (!term[rhs[i]] && !has_rules(rhs[i])) out.undefined.insert(out.undefined.end(), {r == nR ? -1 : r, rhs[i]});
+            if (!term[rhs[i]] && !has_rules(rhs[i]))
+                out.undefined.insert(out.undefined.end(), {r == nR ? -1 : r, rhs[i]});
     if (!out.duplicates.empty() || !out.undefined.empty()) return out;
 
     // items: rule r at dot d is ibase[r] + d
@@ -195,7 +196,8 @@ LalrTables build_lalr(const LalrGrammar& g) {
     std::vector<uint8_t> rest_nullable(size_t(n_items), 1);  // every symbol from the dot on is nullable
     for (int32_t r = 0; r < nRules; ++r)
         for (int32_t d = len(r) - 1; d >= 0; --d)
-            rest_nullable[ibase[r] + d] = rest_nullable[ibase[r] + d + 1] && !term[rhs[off[r] + d]] && nullable[rhs[off[r] + d]];
+            rest_nullable[ibase[r] + d] =
+                rest_nullable[ibase[r] + d + 1] && !term[rhs[off[r] + d]] && nullable[rhs[off[r] + d]];
 
     // the nonterminals a closure adds for a nonterminal: its rules' first symbols
     std::vector<int32_t> lead_off(size_t(nS) + 1, 0), lead;
@@ -308,32 +310,71 @@ LalrTables build_lalr(const LalrGrammar& g) {
         reads_off.push_back(int32_t(reads.size()));
     }
 
-    // includes and lookback: walk the rules of A (and, as lark does, p's kernel items of A)
-    // from p for each nonterminal transition (p, A)
+    // A walk from a kernel entry (an index into k_items: an item of state entry_state[e]) to
+    // the end of its rule, memoised per entry: the state it ends in, and the nonterminal
+    // transitions on it that only nullable symbols follow (the includes it contributes; a
+    // linked list through inc_list)
+    const int32_t n_entries = int32_t(k_items.size());
+    std::vector<int32_t> entry_state(static_cast<size_t>(n_entries));
+    for (int32_t s = 0; s < n_states; ++s)
+        std::fill(entry_state.begin() + k_off[s], entry_state.begin() + k_off[s + 1], s);
+    auto entry_of = [&](int32_t s, int32_t item) {  // item's entry in s's kernel
+        auto b = k_items.begin() + k_off[s], e = k_items.begin() + k_off[s + 1];
+        return int32_t(std::lower_bound(b, e, item) - k_items.begin());
+    };
+    std::vector<int32_t> walk_end(static_cast<size_t>(n_entries), -1), inc_head(static_cast<size_t>(n_entries), -1);
+    std::vector<std::pair<int32_t, int32_t>> inc_list;  // (transition, next in list)
+    std::vector<std::array<int32_t, 3>> chain;          // (entry, its transition, the next entry)
+    for (int32_t e0 = 0; e0 < n_entries; ++e0) {
+        chain.clear();
+        for (int32_t e = e0; walk_end[e] < 0;) {
+            const int32_t item = k_items[e];
+            if (item_next[item] < 0) {
+                walk_end[e] = entry_state[e];
+                break;
+            }
+            const int32_t k = trans_index(entry_state[e], item_next[item]);
+            const int32_t nxt = entry_of(trans_to[k], item + 1);
+            chain.push_back({e, k, nxt});
+            e = nxt;
+        }
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+            const auto [e, k, nxt] = *it;
+            walk_end[e] = walk_end[nxt];
+            inc_head[e] = inc_head[nxt];
+            if (!term[trans_sym[k]] && rest_nullable[k_items[e] + 1]) {
+                inc_list.push_back({nt_of[k], inc_head[e]});
+                inc_head[e] = int32_t(inc_list.size()) - 1;
+            }
+        }
+    }
+
+    // includes and lookback: for each nonterminal transition (p, A) walk the rules of A from
+    // p (and, as lark does, p's kernel items of A)
     std::vector<std::pair<int32_t, int32_t>> inc;  // (transition, transition it includes)
     std::vector<std::pair<int32_t, int32_t>> lookback;  // (state, lookback id): rule lb_rule[id] for lb_nt[id]
     std::vector<int32_t> lb_rule, lb_nt;
     for (int32_t n = 0; n < n_nt; ++n) {
         const int32_t p = nt_state[n], A = trans_sym[nt_trans[n]];
-        auto walk = [&](int32_t r, int32_t dot) {
-            int32_t st = p;
-            for (int32_t i = dot; i < len(r); ++i) {
-                const int32_t x = rhs[off[r] + i];
-                const int32_t k = trans_index(st, x);
-                if (!term[x] && rest_nullable[ibase[r] + i + 1]) inc.push_back({nt_of[k], n});
-                st = trans_to[k];
-            }
-            if (dot == 0) {
-                lookback.push_back({st, int32_t(lb_rule.size())});
-                lb_rule.push_back(r);
-                lb_nt.push_back(n);
-            }
+        auto includes_from = [&](int32_t e) {
+            for (int32_t l = inc_head[e]; l >= 0; l = inc_list[l].second) inc.push_back({inc_list[l].first, n});
         };
-        for (int32_t e = by_org_off[A]; e < by_org_off[A + 1]; ++e) walk(by_org[e], 0);
-        for (int32_t k = k_off[p]; k < k_off[p + 1]; ++k) {
-            const int32_t item = k_items[k], r = item_rule[item];
-            if (org[r] == A) walk(r, item - ibase[r]);
+        for (int32_t i = by_org_off[A]; i < by_org_off[A + 1]; ++i) {
+            const int32_t r = by_org[i];
+            int32_t end = p;
+            if (len(r) > 0) {  // the first step from p, the rest from the entry it reaches
+                const int32_t x = rhs[off[r]], k = trans_index(p, x);
+                if (!term[x] && rest_nullable[ibase[r] + 1]) inc.push_back({nt_of[k], n});
+                const int32_t e = entry_of(trans_to[k], ibase[r] + 1);
+                includes_from(e);
+                end = walk_end[e];
+            }
+            lookback.push_back({end, int32_t(lb_rule.size())});
+            lb_rule.push_back(r);
+            lb_nt.push_back(n);
         }
+        for (int32_t e = k_off[p]; e < k_off[p + 1]; ++e)
+            if (org[item_rule[k_items[e]]] == A) includes_from(e);
     }
 
     // Read = digraph(reads, DR); Follow = digraph(includes, Read)

@@ -5,7 +5,9 @@
 //    numbering is deterministic: the start state is 0);
 //  - lookaheads are DeRemer–Pennello's (reads, includes, lookback, two digraph passes), with
 //    lark's includes: an A-transition out of p is also "included" by the transitions that
-//    walk the rest of p's kernel items A -> α . ω, not only of its A -> . ω items;
+//    walk the rest of p's kernel items A -> α . ω, not only of its A -> . ω items; and
+//    lark's digraph, whose sets are shared objects within a cycle of `reads` (a grammar that
+//    is not LR(k); lark's own answer there can depend on its set iteration order);
 //  - $END is read after the start symbol; the end state holds `$root -> start .`;
 //  - reduce/reduce collisions are resolved by rule priority (a unique highest one wins),
 //    else reported; shift/reduce as shift;

@@ -7,6 +7,7 @@ import pytest
 
 from cad_outlines import GrammarCompileError, compile_grammar
 from cad_outlines.engine.compile import load_lark
+from cad_outlines.engine.grammar_load import load_rules
 from cad_outlines.engine.matcher import Matcher
 from cad_outlines.grammars import available_grammars, grammar_dir, grammar_path, grammar_source
 from tests.test_engine import ToyVocab, encode
@@ -64,6 +65,13 @@ def test_python_lark_without_start_lists_the_rules_that_could_start(tmp_path):
     with pytest.raises(GrammarCompileError, match="no rule 'fileinput'"):
         load_lark(path, start="fileinput")
     assert load_lark(path, start="file_input").options.start == ["file_input"]
+    # the compile's own loader (lark's reader without its parser) says the same
+    with pytest.raises(GrammarCompileError) as info:
+        load_rules(path)
+    assert str(info.value) == msg and "// cad_outlines: start=NAME" in msg
+    with pytest.raises(GrammarCompileError, match="no rule 'fileinput'"):
+        load_rules(path, start="fileinput")
+    assert load_rules(path, start="file_input").options.start == ["file_input"]
 
 
 def test_other_grammar_errors_are_lark_s():

@@ -68,7 +68,8 @@ def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=()
     would before building its parser. A missing start rule raises
     :class:`GrammarCompileError` listing the rules that could start."""
     src = grammar_source(grammar)
-    text, start = src.text, start or src.start or "start"
+    text, given = src.text, start or src.start  # None: lark's default, "start"
+    start = given or "start"
     paths = [*src.import_paths, *map(str, import_paths)]
     pl = postlexer(text, postlex)
     try:
@@ -76,12 +77,12 @@ def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=()
         terminals_to_keep = set(pl.always_accept) if pl is not None else set()
         terminals, rules, ignore = g.compile([start], terminals_to_keep)
     except lark.exceptions.GrammarError as e:
-        error = missing_start_error(text, paths, start)
+        error = missing_start_error(text, paths, given)
         if error is None:
             raise
         raise error from e
     if not any(r.origin.name == start for r in rules):
-        error = missing_start_error(text, paths, start)
+        error = missing_start_error(text, paths, given)
         raise error or GrammarCompileError(start, f"the grammar has no rule {start!r}", kind="rule")
     conf = LexerConf(terminals, re, ignore, pl, {}, 0, use_bytes=False, strict=False)
     return LoadedGrammar(list(terminals), list(rules), list(ignore), LoadOptions([start], pl, paths), conf, text)

@@ -23,12 +23,13 @@ from .grammar_analysis import GrammarAnalysis, LRGame
 from .lexer import ConfigTable, Lexer
 from .lexer_index import TokenBytes
 from .mask_store import MaskStore, build_mask_store
-from .parser import IndentTracker, ParseTables
+from .parser import IndentTracker
 from .streamline import streamline as streamline_store
 from .terminals import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "wait_for_cache_writes", "grammar_fingerprint", "cache_dir", "source_key", "cached_path"]
+__all__ = ["load_lark", "compile_grammar", "wait_for_cache_writes", "grammar_fingerprint", "cache_dir", "source_key",
+           "cached_path"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes

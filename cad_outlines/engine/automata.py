@@ -42,7 +42,7 @@ import numpy as np
 from . import _sre_compat as _sre
 from ._sre_compat import K as _K
 
-__all__ = ["ByteDFA", "UnsupportedRegex", "regex_to_dfa", "minimize_arrays", "longest_prefix", "MAX_CODEPOINT"]
+__all__ = ["MAX_CODEPOINT", "ByteDFA", "UnsupportedRegex", "longest_prefix", "minimize_arrays", "regex_to_dfa"]
 
 MAX_CODEPOINT = 0x110000
 _SUR_LO, _SUR_HI = 0xD800, 0xE000
@@ -175,13 +175,23 @@ def _contains(cs: Sequence[int], c: int) -> bool:
 
 
 def _combine(a: Cset, b: Cset, op) -> Cset:
-    pts = sorted(set(a) | set(b) | {0})
+    """The set of code points c with op(c in a, c in b), one merge-sweep over both boundary
+    lists (op(False, False) must be False)."""
     out: list[int] = []
-    inside = False
-    for p in pts:
+    i = j = 0
+    na, nb = len(a), len(b)
+    ina = inb = inside = False
+    while i < na or j < nb:
+        p = a[i] if j >= nb or (i < na and a[i] <= b[j]) else b[j]
         if p >= MAX_CODEPOINT:
             break
-        v = op(_contains(a, p), _contains(b, p))
+        if i < na and a[i] == p:
+            i += 1
+            ina = not ina
+        if j < nb and b[j] == p:
+            j += 1
+            inb = not inb
+        v = op(ina, inb)
         if v != inside:
             out.append(p)
             inside = v
@@ -766,10 +776,28 @@ class _Determinizer:
 
 def _partition(sets: list[Cset]) -> list[tuple[int, list[tuple[int, int]]]]:
     """Split the code points into classes on which every set agrees: [(representative,
-    segments)], skipping the class outside every set."""
+    segments)] in order of first segment, skipping the class outside every set."""
     sets = [s for s in sets if s]
     if not sets:
         return []
+    if sum(map(len, sets)) > 512:  # large Unicode classes: vectorised
+        return _partition_np(sets)
+    bounds = sorted(set().union(*sets) | {0, MAX_CODEPOINT})
+    ptr = [0] * len(sets)
+    bits = 0
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for i in range(len(bounds) - 1):
+        p = bounds[i]
+        for k, cs in enumerate(sets):
+            if ptr[k] < len(cs) and cs[ptr[k]] == p:
+                ptr[k] += 1
+                bits ^= 1 << k
+        if bits:
+            groups.setdefault(bits, []).append((p, bounds[i + 1]))
+    return [(segs[0][0], segs) for segs in groups.values()]
+
+
+def _partition_np(sets: list[Cset]) -> list[tuple[int, list[tuple[int, int]]]]:
     bounds = np.unique(np.concatenate([np.asarray(s, dtype=np.int64) for s in sets] + [np.array([0, MAX_CODEPOINT])]))
     starts, ends = bounds[:-1], bounds[1:]
     sig = np.empty((len(sets), len(starts)), dtype=bool)
@@ -821,90 +849,13 @@ def _lead_range(b: int) -> tuple[int, int] | None:
     return None
 
 
-class _ByteBuilder:
-    """Expands code-point transitions into bytes; continuation nodes are hash-consed."""
-
-    def __init__(self, n_states: int):
-        self.n = n_states
-        self.extra: list[tuple[int, ...]] = []
-        self._memo: dict[tuple[int, ...], int] = {}
-        self._uniform: dict[tuple[int, int], int] = {}
-
-    def intern(self, children: tuple[int, ...]) -> int:
-        got = self._memo.get(children)
-        if got is None:
-            got = self._memo[children] = self.n + len(self.extra)
-            self.extra.append(children)
-        return got
-
-    def uniform(self, t: int, level: int) -> int:
-        key = (t, level)
-        got = self._uniform.get(key)
-        if got is None:
-            child = t if level == 1 else self.uniform(t, level - 1)
-            got = self._uniform[key] = self.intern((child,) * 64)
-        return got
-
-    @staticmethod
-    def lookup(iv, a: int, b: int) -> int:
-        """Target of every code point in [a, b) if uniform (-1: none), else _MIXED."""
-        starts, ends, targets = iv[0], iv[1], iv[2]
-        i = bisect.bisect_right(starts, a) - 1
-        if i >= 0 and ends[i] > a:
-            return targets[i] if ends[i] >= b else _MIXED
-        if i + 1 < len(starts) and starts[i + 1] < b:
-            return _MIXED
-        return -1
-
-    def block_node(self, iv, base: int, level: int, vmin: int, vmax: int) -> int:
-        size = 64 ** level
-        a, b = max(base, vmin), min(base + size, vmax + 1)
-        if a >= b:
-            return -1
-        u = self.lookup(iv, a, b)
-        if u == -1:
-            return -1
-        if u != _MIXED and a == base and b == base + size:
-            return self.uniform(u, level)
-        sub = size // 64
-        if level == 1:
-            cps = np.arange(base, base + 64)
-            got = self.point_targets(iv, cps)
-            got[(cps < vmin) | (cps > vmax)] = -1
-            children = tuple(got.tolist())
-        else:
-            children = tuple(self.block_node(iv, base + i * sub, level - 1, vmin, vmax) for i in range(64))
-        if all(ch == -1 for ch in children):
-            return -1
-        return self.intern(children)
-
-    @staticmethod
-    def point_targets(iv, cps: np.ndarray) -> np.ndarray:
-        """Target of each code point (-1: none), vectorised."""
-        starts, ends, targets = iv[3]
-        i = np.searchsorted(starts, cps, side="right") - 1
-        ok = (i >= 0) & (ends[np.maximum(i, 0)] > cps)
-        return np.where(ok, targets[np.maximum(i, 0)], -1)
-
-    def row(self, intervals: list[tuple[int, int, int]]) -> list[int]:
-        row = [-1] * 256
-        if not intervals:
-            return row
-        cols = list(zip(*intervals))
-        iv = (list(cols[0]), list(cols[1]), list(cols[2]), tuple(np.asarray(c, dtype=np.int64) for c in cols))
-        row[:0x80] = self.point_targets(iv, np.arange(0x80)).tolist()
-        for first, last, k, vmin, vmax in _UTF8_CLASSES:
-            for lead in range(first, last + 1):
-                base = (lead - (0xC0, 0xE0, 0xF0)[k - 1]) << (6 * k)
-                row[lead] = self.block_node(iv, base, k, vmin, vmax)
-        return row
-
-
 def _block_row(cs: Cset, where: tuple[str, int | None]) -> list[bool]:
     row = [False] * 256
     if not cs:
         return row
-    for b in range(256):
+    for b in range(0x80):
+        row[b] = _contains(cs, b)
+    for b in range(0x80, 256):
         if 0x80 <= b < 0xC2 or b > 0xF4:
             continue
         r = _lead_range(b)
@@ -920,14 +871,18 @@ def _block_row(cs: Cset, where: tuple[str, int | None]) -> list[bool]:
 
 
 def _to_bytes(trans, accept, block, where) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The code-point DFA's transitions expanded to UTF-8 bytes (by the compiled core:
+    continuation-byte nodes are hash-consed, a lead byte whose code points all go one way
+    shares one chain)."""
+    from .._native import core
+
     n = len(trans)
-    bb = _ByteBuilder(n)
-    rows = [bb.row(t) for t in trans]
-    total = n + len(bb.extra)
-    out = np.full((total, 256), -1, dtype=np.int32)
-    out[:n] = np.asarray(rows, dtype=np.int32).reshape(n, 256)
-    for i, children in enumerate(bb.extra):
-        out[n + i, 0x80:0xC0] = children
+    off = np.zeros(n + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(t) for t in trans])
+    flat = np.array([x for t in trans for x in t], dtype=np.int64).reshape(-1, 3)
+    out = np.frombuffer(core().utf8_expand(off, np.ascontiguousarray(flat[:, 0]), np.ascontiguousarray(flat[:, 1]),
+                                           flat[:, 2].astype(np.int32)), dtype=np.int32).reshape(-1, 256)
+    total = out.shape[0]
     acc = np.zeros(total, dtype=bool)
     acc[:n] = accept
     blk = np.zeros((total, 256), dtype=bool)
@@ -942,74 +897,21 @@ def _to_bytes(trans, accept, block, where) -> tuple[np.ndarray, np.ndarray, np.n
 # ---------------------------------------------------------------------------------------
 
 
-def _reachable(trans: np.ndarray) -> np.ndarray:
-    seen = np.zeros(trans.shape[0], dtype=bool)
-    seen[0] = True
-    frontier = np.array([0])
-    while frontier.size:
-        nxt = trans[frontier].ravel()
-        nxt = np.unique(nxt[nxt >= 0])
-        new = nxt[~seen[nxt]]
-        seen[new] = True
-        frontier = new
-    return seen
-
-
-def _row_classes(mat: np.ndarray) -> np.ndarray:
-    """Class id per row (equal rows, equal ids), via a byte view: faster than axis=0."""
-    mat = np.ascontiguousarray(mat, dtype=np.int64)
-    rows = mat.view(np.dtype((np.void, mat.dtype.itemsize * mat.shape[1]))).ravel()
-    _, inverse = np.unique(rows, return_inverse=True)
-    return inverse.reshape(-1)
-
-
 def minimize_arrays(trans: np.ndarray, label: np.ndarray, block: np.ndarray | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Trim (unreachable and dead states), Moore-minimise (vectorised refinement) and number
-    states canonically (BFS from state 0, bytes in increasing order). ``label[s] >= 0``
+    """Trim (unreachable and dead states), Moore-minimise and number states canonically (BFS
+    from state 0, bytes in increasing order), in the compiled core. ``label[s] >= 0``
     marks accepting states; states with different labels or block rows stay distinct.
-    Returns (trans, label, block or None)."""
-    trans = np.asarray(trans)
-    label = np.asarray(label, dtype=np.int64)
-    block = np.zeros(trans.shape, dtype=bool) if block is None else np.asarray(block, dtype=bool)
-    keep = _reachable(trans)
-    keep &= _live(np.where(keep[np.maximum(trans, 0)] & (trans >= 0), trans, -1), (label >= 0) & keep)
-    if not keep[0]:
-        return np.full((1, 256), -1, np.int32), np.full(1, -1, np.int64), None
-    old = np.flatnonzero(keep)
-    remap = np.full(trans.shape[0], -1, dtype=np.int64)
-    remap[old] = np.arange(len(old))
-    t = trans[old]
-    t = np.where(t >= 0, remap[np.maximum(t, 0)], -1)
-    lab, blk = label[old], block[old]
-    labels = _row_classes(np.column_stack([lab, blk]))
-    count = labels.max() + 1
-    while True:
-        labels = _row_classes(np.column_stack([labels, np.where(t >= 0, labels[np.maximum(t, 0)], -1)]))
-        new_count = labels.max() + 1
-        if new_count == count:
-            break
-        count = new_count
-    rep = np.zeros(count, dtype=np.int64)
-    rep[labels] = np.arange(len(labels))  # any member represents its class
-    qt = np.where(t[rep] >= 0, labels[np.maximum(t[rep], 0)], -1)
-    order = [int(labels[0])]
-    pos = {order[0]: 0}
-    i = 0
-    while i < len(order):
-        row = qt[order[i]]
-        i += 1
-        for c in row[row >= 0].tolist():
-            if c not in pos:
-                pos[c] = len(order)
-                order.append(c)
-    perm = np.array(order)
-    inv = np.full(count, -1, dtype=np.int64)
-    inv[perm] = np.arange(len(perm))
-    ft = qt[perm]
-    ft = np.where(ft >= 0, inv[np.maximum(ft, 0)], -1).astype(np.int32)
-    fb = blk[rep][perm]
-    return np.ascontiguousarray(ft), lab[rep][perm], (fb if fb.any() else None)
+    Returns (trans int32, label int64, block bool or None)."""
+    from .._native import core
+
+    t = np.ascontiguousarray(trans, dtype=np.int32)
+    blk = None if block is None else np.ascontiguousarray(block, dtype=np.uint8)
+    n, tb, lb, bb = core().minimize_dfa(t, np.ascontiguousarray(label, dtype=np.int64), blk)
+    ft = np.frombuffer(tb, dtype=np.int32).reshape(n, 256).copy()
+    lab = np.frombuffer(lb, dtype=np.int64).copy()
+    fb = np.frombuffer(bb, dtype=bool).reshape(n, 256).copy() if bb else None
+    return ft, lab, fb
 
 
 def _minimize(trans: np.ndarray, accept: np.ndarray, block: np.ndarray) -> ByteDFA:
@@ -1022,9 +924,36 @@ def _minimize(trans: np.ndarray, accept: np.ndarray, block: np.ndarray) -> ByteD
 # ---------------------------------------------------------------------------------------
 
 
+def _literal(parsed) -> bytes | None:
+    """The UTF-8 text a pattern of plain literals matches (no case folding, no surrogate);
+    None for any other pattern."""
+    if parsed.state.flags & _K.SRE_FLAG_IGNORECASE:
+        return None
+    chars = []
+    for op, av in parsed.data:
+        if op is not _K.LITERAL or _SUR_LO <= av < _SUR_HI:
+            return None
+        chars.append(av)
+    return "".join(map(chr, chars)).encode("utf-8")
+
+
+def _chain(text: bytes) -> ByteDFA:
+    """The minimal DFA of one string (states in BFS order: the i-th byte leads i -> i+1),
+    the same in both semantics."""
+    n = len(text) + 1
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    trans[np.arange(n - 1), np.frombuffer(text, dtype=np.uint8)] = np.arange(1, n, dtype=np.int32)
+    accept = np.zeros(n, dtype=bool)
+    accept[-1] = True
+    return ByteDFA(trans, accept, None)
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile(pattern: str, flags: int, semantics: str) -> ByteDFA:
     parsed = _sre.parse(pattern, flags)
+    text = _literal(parsed)
+    if text is not None:  # most terminals (keywords, operators): no automaton construction
+        return _chain(text)
     nfa = _NFA(pattern)
     nfa.locate(parsed)
     match = nfa.add((_MATCH,))

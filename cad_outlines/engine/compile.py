@@ -197,6 +197,7 @@ def _save_in_background(flat: FlatGrammar, path: Path) -> None:
     for the disk. A compile of the same file waits for it (:func:`_wait_for_save`); the
     write is atomic, so another process sees the whole file or none."""
     def save() -> None:
+        time.sleep(0)  # hand the GIL straight back: the caller goes on to its first mask
         try:
             flat.save(path)
         except OSError as e:

@@ -13,11 +13,14 @@ terminals.
 from __future__ import annotations
 
 import re
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lark
+import lark.load_grammar as _lark_load
 from lark.common import LexerConf
 from lark.load_grammar import load_grammar
 
@@ -25,7 +28,7 @@ from ..grammars import grammar_source
 from .grammar_checks import missing_start_error
 from .terminals import GrammarCompileError
 
-__all__ = ["LoadedGrammar", "LoadOptions", "load_rules", "postlexer"]
+__all__ = ["LoadOptions", "LoadedGrammar", "load_rules", "postlexer"]
 
 
 @dataclass
@@ -62,6 +65,40 @@ def postlexer(text: str, postlex):
     return postlex
 
 
+_IMPORTED: dict[tuple[str, str], Any] = {}  # (text, start) -> lark's parse tree of an imported file
+_IMPORTED_LOCK = threading.Lock()
+
+
+@contextmanager
+def _imports_parsed_once():
+    """While reading a grammar, an ``%import``ed file (``common.lark``...) is parsed once
+    per process and text, not at every load: lark re-parses it for each grammar that
+    imports it (3 ms of json.lark's 10). Safe because lark deep-copies an imported file's
+    definitions before renaming them (``_mangle_definition_tree``) and never changes its
+    tree; the grammar's own text (named ``<string>``) is parsed every time. Without lark's
+    private ``_parse_grammar`` (another lark version) nothing is cached."""
+    parse = getattr(_lark_load, "_parse_grammar", None)
+    if parse is None:
+        yield
+        return
+
+    def cached(text, name, start="start"):
+        if name == "<string>":
+            return parse(text, name, start)
+        key = (text, start)
+        tree = _IMPORTED.get(key)
+        if tree is None:
+            tree = _IMPORTED[key] = parse(text, name, start)
+        return tree
+
+    with _IMPORTED_LOCK:
+        _lark_load._parse_grammar = cached
+        try:
+            yield
+        finally:
+            _lark_load._parse_grammar = parse
+
+
 def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> LoadedGrammar:
     """Read a grammar (a shipped grammar's name, a .lark file or grammar text) into its
     terminals and rules, `%import`s resolved, exactly as ``lark.Lark(..., parser="lalr")``
@@ -73,7 +110,8 @@ def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=()
     paths = [*src.import_paths, *map(str, import_paths)]
     pl = postlexer(text, postlex)
     try:
-        g, _ = load_grammar(text, "<string>", paths, False)
+        with _imports_parsed_once():
+            g, _ = load_grammar(text, "<string>", paths, False)
         terminals_to_keep = set(pl.always_accept) if pl is not None else set()
         terminals, rules, ignore = g.compile([start], terminals_to_keep)
     except lark.exceptions.GrammarError as e:

@@ -194,8 +194,8 @@ def _unless_product(dfa: ByteDFA, strs: Sequence[ByteDFA]) -> tuple[np.ndarray, 
     terminal, 1 + k = the k-th string terminal; minimised."""
     n = dfa.n_states
     blk0 = dfa.block if dfa.block is not None else np.zeros((n, 256), bool)
-    if not strs:
-        return minimize_arrays(dfa.trans, np.where(dfa.accept, 0, -1), blk0)
+    if not strs:  # a ByteDFA is already minimal and canonically numbered
+        return dfa.trans, np.where(dfa.accept, 0, -1).astype(np.int64), dfa.block
     # states 0..n-1: the regex DFA with every string run dead; then the product states
     k = len(strs)
     ids: dict[tuple[int, ...], int] = {}

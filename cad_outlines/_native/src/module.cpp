@@ -1,6 +1,7 @@
 // Python bindings (nanobind): the grammar from flat numpy arrays, the matcher, batches.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -10,12 +11,14 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
 
 #include "batch.h"
 #include "byte_automaton.h"
+#include "dfa.h"
 #include "grammar.h"
 #include "lalr.h"
 #include "lazy_store.h"
@@ -379,6 +382,41 @@ NB_MODULE(_core, m) {
           "reductions (reduce_off, "
           "reduce_term, reduce_rule), unresolved reduce/reduce collisions (collision_state, collision_term, "
           "CSR collision_off/collision_rules) and the count of shift/reduce conflicts resolved as shift.");
+    using I64 = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    m.def("utf8_expand", [](const I64& iv_off, const I64& lo, const I64& hi, const I32& tgt) {
+              const size_t n = iv_off.shape(0) - 1;
+              if (iv_off.shape(0) < 1 || lo.shape(0) != hi.shape(0) || lo.shape(0) != tgt.shape(0) ||
+                  size_t(iv_off.data()[n]) != lo.shape(0))
+                  throw std::invalid_argument("utf8_expand: arrays of inconsistent sizes");
+              std::vector<int32_t> rows;
+              {
+                  nb::gil_scoped_release release;
+                  rows = utf8_expand(int32_t(n), iv_off.data(), lo.data(), hi.data(), tgt.data());
+              }
+              return nb::bytes(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(int32_t));
+          }, "iv_off"_a, "lo"_a, "hi"_a, "tgt"_a,
+          "A code-point DFA's byte table (see dfa.h): per state s the sorted disjoint intervals "
+          "[lo, hi) -> tgt in CSR iv_off. Returns the int32 (m x 256) table as bytes.");
+    using Tab = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+    using Blk = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+    m.def("minimize_dfa", [](const Tab& trans, const I64& label, std::optional<Blk> block) {
+              const size_t m = trans.shape(0);
+              if (trans.shape(1) != 256 || label.shape(0) != m || m == 0 ||
+                  (block && (block->shape(0) != m || block->shape(1) != 256)))
+                  throw std::invalid_argument("minimize_dfa: arrays of inconsistent shapes");
+              MinimalDfa d;
+              {
+                  nb::gil_scoped_release release;
+                  d = minimize_dfa(int32_t(m), trans.data(), label.data(), block ? block->data() : nullptr);
+              }
+              return nb::make_tuple(
+                  d.n, nb::bytes(reinterpret_cast<const char*>(d.trans.data()), d.trans.size() * sizeof(int32_t)),
+                  nb::bytes(reinterpret_cast<const char*>(d.label.data()), d.label.size() * sizeof(int64_t)),
+                  nb::bytes(reinterpret_cast<const char*>(d.block.data()), d.block.size()));
+          }, "trans"_a, "label"_a, "block"_a.none() = nb::none(),
+          "Trim, minimise and canonically number a byte DFA (see dfa.h): (n, trans, label, block) as "
+          "bytes of int32 (n x 256), int64 (n) and bool (n x 256, empty when no state blocks).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

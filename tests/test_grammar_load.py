@@ -1,0 +1,63 @@
+"""engine/grammar_load.py: lark's reader without lark's parser; imported files parsed once."""
+
+from pathlib import Path
+
+import lark
+import lark.indenter
+import lark.load_grammar as lark_load
+import pytest
+
+from cad_outlines.engine import grammar_load
+from cad_outlines.engine.grammar_load import load_rules
+
+DATA = Path(__file__).parent / "data" / "grammars"
+
+
+def _summary(g):
+    return (repr([(t.name, t.pattern, t.priority) for t in g.terminals]),
+            repr([(r.origin, r.expansion, r.alias, r.order, r.options) for r in g.rules]), sorted(g.ignore_tokens))
+
+
+@pytest.mark.parametrize("path", [DATA / "outlines" / "json.lark", DATA / "lark" / "python.lark",
+                                  DATA / "syncode" / "sql.lark"])
+def test_rules_and_terminals_are_lark_own(path):
+    """The same terminals and BNF rules as lark.Lark(...) builds, with the import cache cold,
+    then warm (the cached tree of an imported file is not changed by a load)."""
+    kw = {"start": "file_input", "postlex": lark.indenter.PythonIndenter()} if path.stem == "python" else {}
+    lk = lark.Lark(path.read_text(), parser="lalr", lexer="basic", import_paths=[str(path.parent)], **kw)
+    want = _summary(lk)
+    grammar_load._IMPORTED.clear()
+    start = kw.get("start")
+    cold = _summary(load_rules(path, start=start))
+    warm = _summary(load_rules(path, start=start))
+    assert cold[0] == want[0] and cold[2] == want[2]
+    assert cold[1] == want[1]
+    assert warm == cold
+
+
+def test_an_imported_file_is_parsed_once_and_lark_is_left_as_it_was():
+    original = lark_load._parse_grammar
+    grammar_load._IMPORTED.clear()
+    load_rules(DATA / "outlines" / "json.lark")
+    assert len(grammar_load._IMPORTED) == 1  # its common.lark
+    assert lark_load._parse_grammar is original
+    calls = []
+
+    def counting(text, name, start="start"):
+        calls.append(name)
+        return original(text, name, start)
+
+    lark_load._parse_grammar = counting
+    try:
+        load_rules(DATA / "outlines" / "json.lark")
+    finally:
+        lark_load._parse_grammar = original
+    assert calls == ["<string>"]  # the grammar's own text only
+
+
+def test_an_error_in_an_imported_file_is_raised_and_not_cached(tmp_path):
+    (tmp_path / "broken.lark").write_text("X: \"a\"\nY: ::: \n")
+    (tmp_path / "main.lark").write_text("%import .broken.X\nstart: X\n")
+    with pytest.raises(lark.exceptions.GrammarError, match="at line 2 column 4"):
+        load_rules(tmp_path / "main.lark")
+    assert not any("broken" in text for text, _ in grammar_load._IMPORTED)

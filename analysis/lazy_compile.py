@@ -337,7 +337,8 @@ def run(args) -> int:
         markdown_table(["setup", "seconds"], setup), "",
         "## 1. Time to first mask (Qwen2.5)", "",
         f"Median of {args.repeats} runs. *New grammar*: `compile_grammar(path, lazy=True)` with an empty cache and "
-        "the terminal compiler's per-pattern caches cleared (the per-process Unicode tables stay built), a "
+        "the terminal compiler's per-pattern caches cleared (what a process keeps across grammars stays: the "
+        "Unicode tables and the parse trees of `%import`ed files, e.g. json.lark's common.lark), a "
         "matcher, its first bitmask (the configurations built for it are counted). *Seen before*: the same with its "
         "lazy file in the cache (a memory-map; rows are not kept across processes, so the first configuration is "
         "built again). Peers: llguidance `grammar_from('lark') + LLMatcher + fill`, xgrammar `compile_grammar` "
@@ -346,8 +347,9 @@ def run(args) -> int:
                         "configs built", "llguidance ms", "ours / llguidance", "xgrammar ms", "ours / xgrammar"],
                        ttfm_rows), "",
         *notes, "", "Where a new grammar's time goes (median ms per phase of the same runs; \"lark load\" is lark's "
-        "grammar reader and EBNF compiler (`engine/grammar_load.py`), \"terminal DFAs\" our regex compiler in "
-        "Python, \"parse tables\" the native LALR builder (`_native/src/lalr.cpp`), \"lexer configurations\" the "
+        "grammar reader and EBNF compiler (`engine/grammar_load.py`), \"terminal DFAs\" our regex compiler "
+        "(sre parse and determinisation in Python, UTF-8 expansion and minimisation native: "
+        "`_native/src/dfa.cpp`; plain-literal terminals built directly), \"parse tables\" the native LALR builder (`_native/src/lalr.cpp`), \"lexer configurations\" the "
         "native byte automaton (`_native/src/byte_automaton.cpp`); the file is written on a thread):", "",
         markdown_table(["grammar", *PHASES], phase_rows), "",
         *(["Refusals:", *refusals, ""] if refusals else []),

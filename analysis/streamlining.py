@@ -298,6 +298,12 @@ def run(args) -> int:
                               "analysis s"], rows_table), "",
             "Per pair, the full report (groups, successor statistics, time and memory per step, rows per lexer "
             "configuration) is in `docs/results/streamlining/<grammar>_<tokenizer>.md` with its JSON and plot.", ""]
+    if reports:
+        from cad_outlines.grammar_report import context_note, context_table_lines
+
+        body += ["## Rows by context, and the seed blog's measure", "", context_note(), "",
+                 *context_table_lines([r.by_context for r in reports.values()],
+                                      [f"{g} x {t}" for g, t in reports]), ""]
     py = reports.get(("python", "qwen2.5"))
     if py is not None:
         body += ["## python.lark: interchangeable terminals", "",

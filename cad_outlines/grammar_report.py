@@ -23,7 +23,7 @@ from .engine.compiled import CompiledGrammar
 from .engine.grammar_analysis import GrammarAnalysis, LRGame
 from .engine.lexer import INDENT_BASE
 from .engine.matcher import Matcher
-from .engine.streamline import one_hop_only, streamline
+from .engine.streamline import _label_view, one_hop_only, streamline
 from .engine.vocabulary import Vocabulary
 from .grammars import grammar_source
 
@@ -77,6 +77,7 @@ class GrammarReport:
     identical_masks: tuple[int, int] | None = None  # (equal, compared)
     document: str = ""
     compile_phases: list[dict] = field(default_factory=list)  # CompileProfile phases of the (unstreamlined) compile
+    by_context: dict = field(default_factory=dict)  # see rows_by_context
 
     # -- output -------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -118,6 +119,9 @@ class GrammarReport:
                          f"{self.rows_without_indentation:,} | {first / max(self.rows_without_indentation, 1):.2f} "
                          "| | |")
         lines.append("")
+        if self.by_context:
+            lines += ["## Rows by context", "", context_note(), "",
+                      *context_table_lines([self.by_context]), ""]
         if self.compile_phases:
             lines += ["## Compile phases", "",
                       "The compile this report ran (the unstreamlined store; a cached store shows as a load; the "
@@ -214,6 +218,35 @@ class _Steps:
             self.bar.close()
 
 
+def context_note() -> str:
+    return ("Configurations by the number of labels that can precede their lexeme (1: the label before it is "
+            "known exactly); 'checks >= 2 labels': streamlined rows whose parser check reads two labels or more; "
+            "'per (configuration, label)': rows re-keyed as the seed blog's store is, one boundary state per "
+            "preceding terminal, a row counted for every preceding label after which its labels are not one-hop "
+            "impossible (the streamlined store is not re-streamlined per label).")
+
+
+def context_table_lines(items: list[dict], keys: list[str] | None = None) -> list[str]:
+    """A markdown table of :func:`rows_by_context` results (one line per item; `keys`
+    prefix each line, e.g. grammar and tokenizer)."""
+    head = ["grammar"] if keys is not None else []
+    cols = []
+    for c in CONTEXT_CLASSES:
+        cols += [f"configs ({c})", f"rows orig. / streaml. ({c})", f"checks >= 2 labels ({c})", f"one token ({c})"]
+    cols += ["per (configuration, label) orig. / streaml.", "orig. / streaml. (x)"]
+    lines = ["| " + " | ".join(head + cols) + " |", "|" + "---|" * (len(head) + len(cols))]
+    for i, item in enumerate(items):
+        cells = [keys[i]] if keys is not None else []
+        for c in CONTEXT_CLASSES:
+            r = item["classes"][c]
+            cells += [f"{r['configs']:,}", f"{r['original']:,} / {r['streamlined']:,}", f"{r['checks_2plus']:,}",
+                      f"{r['one_token']:,}"]
+        o, s = item["per_label"]["original"], item["per_label"]["streamlined"]
+        cells += [f"{o:,} / {s:,}", f"{o / max(s, 1):.2f}x"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _display(lk, name: str) -> str:
     """A terminal as a reader knows it: `"+="` for a string terminal, its name otherwise."""
     for t in lk.terminals:
@@ -251,6 +284,69 @@ def decode_stats(grammar: CompiledGrammar, tokens: list[int], label: str, compar
     stats = DecodeStats(label, len(us), float(np.mean(calls)), int(max(calls)), float(us.mean()),
                         float(np.percentile(us, 50)), float(np.percentile(us, 99)), float(us.max()))
     return stats, ((equal, len(us)) if other is not None else None)
+
+
+CONTEXT_CLASSES = ("1", "2-8", ">8")
+
+
+def _context_class(ctx: tuple) -> str:
+    return "1" if len(ctx) == 1 else "2-8" if len(ctx) <= 8 else ">8"
+
+
+def rows_by_context(original, streamlined, lexer, ga: GrammarAnalysis, contexts: list[tuple[str, ...]]) -> dict:
+    """Where the streamlined rows are, by how many labels can precede their configuration,
+    and the seed blog's own measure.
+
+    ``classes``: per class of configurations ("1": the label before the lexeme is known,
+    "2-8", ">8": judged without context) the configurations, original and streamlined rows,
+    streamlined rows whose check reads two labels or more (emitted plus one entered), and
+    streamlined rows holding one token.
+
+    ``per_label``: rows keyed by (configuration, preceding label) as the blog's store is (one
+    boundary state per terminal): a row counts once for every label that can precede its
+    configuration after which its labels are not one-hop impossible (the SynCode test,
+    :meth:`GrammarAnalysis.chain_possible`), for the original and the streamlined store (not
+    re-streamlined per label)."""
+    _, _, name = _label_view(lexer)
+    classes = {c: dict(configs=0, original=0, streamlined=0, checks_2plus=0, one_token=0) for c in CONTEXT_CLASSES}
+    for q, ctx in enumerate(contexts):
+        row = classes[_context_class(ctx)]
+        row["configs"] += 1
+        row["original"] += len(original.rows[q])
+        for e, n, sid in streamlined.rows[q]:
+            row["streamlined"] += 1
+            row["checks_2plus"] += len(e) + (1 if n else 0) >= 2
+            row["one_token"] += (not streamlined.set_negated[sid]) and len(streamlined.set_ids[sid]) == 1
+    possible_memo: dict = {}
+
+    def possible(y: str, seq: tuple[str, ...]) -> bool:
+        key = (y, seq)
+        got = possible_memo.get(key)
+        if got is None:
+            got = possible_memo[key] = ga.chain_possible(seq, after=y)
+        return got
+
+    ctx_ids: dict[tuple, int] = {}
+    count_memo: dict = {}
+
+    def count(q: int, e: tuple[int, ...], n: tuple[int, ...]) -> int:
+        ctx = contexts[q]
+        key = (ctx_ids.setdefault(ctx, len(ctx_ids)), e, n)
+        got = count_memo.get(key)
+        if got is None:
+            seq = tuple(name(x) for x in e)
+            got = 0
+            for y in ctx:
+                if possible(y, seq) and (not n or any(x < 0 or possible(y, seq + (name(x),)) for x in n)):
+                    got += 1
+            count_memo[key] = got
+        return got
+
+    per_label = {}
+    for which, store in (("original", original), ("streamlined", streamlined)):
+        per_label[which] = sum(count(q, e, n) for q, rows in enumerate(store.rows) for e, n, _ in rows)
+    pairs = sum(len(c) for c in contexts)
+    return dict(classes=classes, per_label=per_label, config_label_pairs=pairs)
 
 
 def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None,
@@ -319,7 +415,8 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                          "one-hop successors": result.steps[2].rows_per_config,
                          "streamlined": [len(r) for r in result.store.rows]},
         analysis_seconds=analysis_s + sum(s.seconds for s in result.steps),
-        compile_phases=[asdict(ph) for ph in prof.phases])
+        compile_phases=[asdict(ph) for ph in prof.phases],
+        by_context=rows_by_context(raw.store, result.store, raw.lexer, ga, contexts))
     report.streamlined = CompiledGrammar(raw.vocab, raw.lexer, result.store, raw.tables, raw.indenter,
                                          raw.grammar_hash, streamlined=True)  # not part of the report's data
     report.original = raw

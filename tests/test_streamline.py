@@ -136,6 +136,38 @@ def test_analyze_report_round_trip(small_data, tmp_path):
     files = report.save(tmp_path, "json")
     assert all(f.exists() for f in files)
     assert "Interchangeable terminals" in files[0].read_text()
+    assert "Rows by context" in files[0].read_text()
+
+
+def test_rows_by_context_counts_against_brute_force(small_data, tmp_path):
+    """The context table: class totals are the stores' row counts; the blog measure equals
+    a plain loop over (configuration, preceding label, row)."""
+    from cad_outlines.engine.streamline import _label_view
+    from cad_outlines.grammar_report import rows_by_context
+
+    vocab = Vocabulary.from_tokenizer(small_data / "tokenizers" / "gpt2")
+    raw = compile_grammar(PY, vocab, streamline=False, cache=tmp_path, progress=False)
+    lk = load_lark(PY)
+    ga = GrammarAnalysis.from_lark(lk, "start")
+    result = streamline(raw.store, raw.lexer, ga)
+    got = rows_by_context(raw.store, result.store, raw.lexer, ga, result.contexts)
+    classes = got["classes"].values()
+    assert sum(c["configs"] for c in classes) == len(raw.store.configs)
+    assert sum(c["original"] for c in classes) == raw.store.n_rows
+    assert sum(c["streamlined"] for c in classes) == result.store.n_rows
+    _, _, name = _label_view(raw.lexer)
+    for which, store in (("original", raw.store), ("streamlined", result.store)):
+        want = 0
+        for q, rows in enumerate(store.rows):
+            for y in result.contexts[q]:
+                for e, n, _ in rows:
+                    seq = [name(x) for x in e]
+                    ok = ga.chain_possible(seq, after=y)
+                    if ok and n:
+                        ok = any(x < 0 or ga.chain_possible(seq + [name(x)], after=y) for x in n)
+                    want += ok
+        assert got["per_label"][which] == want
+    assert got["per_label"]["original"] >= got["per_label"]["streamlined"] > 0
 
 
 def test_shared_walk_equals_scalar_lexer_under_an_indenter():

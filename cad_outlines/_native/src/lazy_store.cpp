@@ -1,7 +1,6 @@
 #include "lazy_store.h"
 
 #include <algorithm>
-#include <map>
 
 #include "lexer.h"
 
@@ -36,10 +35,27 @@ int32_t LazyStore::extend(int32_t eid, int32_t label) {
     return id;
 }
 
-void LazyStore::emitted_of(int32_t eid, std::vector<int32_t>& out) const {
-    size_t start = out.size();
-    for (; eid > 0; eid = emitted_[eid].first) out.push_back(emitted_[eid].second);
-    std::reverse(out.begin() + start, out.end());
+int32_t LazyStore::prepend(int32_t label, int32_t eid) {
+    if (eid == 0) return extend(0, label);
+    const uint64_t key = (uint64_t(uint32_t(label)) << 32) | uint32_t(eid);
+    auto it = prepend_.find(key);
+    if (it != prepend_.end()) return it->second;
+    const auto [parent, last] = emitted_[eid];
+    const int32_t id = extend(prepend(label, parent), last);
+    prepend_.emplace(key, id);
+    return id;
+}
+
+int32_t LazyStore::node_of(int32_t eid) {
+    if (eid == 0) return 0;
+    if (node_at_.size() < emitted_.size()) node_at_.resize(emitted_.size(), -1);
+    if (node_at_[eid] >= 0) return node_at_[eid];
+    const auto [parent, label] = emitted_[eid];
+    const int32_t up = node_of(parent), node = int32_t(nodes_.size());
+    nodes_.push_back({up, label});
+    node_at_[eid] = node;
+    touched_.push_back(eid);
+    return node;
 }
 
 const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc, bool absolute, int b) {
@@ -56,7 +72,7 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
             if (it.group < 0) {
                 uint64_t gk = (uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid);
                 auto [pos, fresh] = group_of.emplace(gk, int32_t(out.size()));
-                if (fresh) out.push_back(Group{it.state, it.eid, {}});
+                if (fresh) out.push_back(Group{it.state, it.eid, n_groups_++, {}});
                 it.group = pos->second;
             }
             auto& toks = out[it.group].tokens;
@@ -110,30 +126,52 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
     return out;
 }
 
-int32_t LazyStore::intern_union(const std::vector<const std::vector<int32_t>*>& lists) {
+int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
+    // the same groups make the same set: look their ids up before building the union
+    ids_.clear();
+    for (const Group* grp : groups) ids_.push_back(grp->id);
+    std::sort(ids_.begin(), ids_.end());
+    ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+    uint64_t h = 1469598103934665603ull ^ ids_.size();
+    for (int32_t x : ids_) h = (h ^ uint32_t(x)) * 1099511628211ull;
+    auto& same = union_index_[h];
+    for (int32_t u : same)
+        if (size_t(union_off_[u + 1] - union_off_[u]) == ids_.size() &&
+            std::equal(ids_.begin(), ids_.end(), union_gids_.begin() + union_off_[u]))
+            return union_sid_[u];
+    if (union_off_.empty()) union_off_.push_back(0);
+    same.push_back(int32_t(union_sid_.size()));
+    union_gids_.insert(union_gids_.end(), ids_.begin(), ids_.end());
+    union_off_.push_back(int32_t(union_gids_.size()));
+    union_sid_.push_back(-1);
     const size_t W = size_t(g_.n_words), dense_from = std::max<size_t>(64, W / 2);  // as flat_grammar.py
     size_t total = 0;
-    for (auto* l : lists) total += l->size();
+    for (const Group* grp : groups) total += grp->tokens.size();
     ids_.clear();
+    int32_t sid;
     if (total <= 4 * W) {  // few tokens: sort them
-        for (auto* l : lists) ids_.insert(ids_.end(), l->begin(), l->end());
+        for (const Group* grp : groups) ids_.insert(ids_.end(), grp->tokens.begin(), grp->tokens.end());
         std::sort(ids_.begin(), ids_.end());
         ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
-        if (ids_.size() <= dense_from) return intern(ids_.data(), ids_.size(), nullptr);
+        if (ids_.size() <= dense_from) return union_sid_.back() = intern(ids_.data(), ids_.size(), nullptr);
     }
     words_.assign(W, 0u);  // many: a bitset, no sort
     if (!ids_.empty())
         for (int32_t x : ids_) words_[x >> 5] |= 1u << (x & 31);
     else
-        for (auto* l : lists)
-            for (int32_t x : *l) words_[x >> 5] |= 1u << (x & 31);
+        for (const Group* grp : groups)
+            for (int32_t x : grp->tokens) words_[x >> 5] |= 1u << (x & 31);
     size_t count = 0;
     for (uint32_t w : words_) count += size_t(__builtin_popcount(w));
-    if (count > dense_from) return intern(nullptr, count, words_.data());
-    ids_.clear();
-    for (size_t i = 0; i < W; ++i)
-        for (uint32_t w = words_[i]; w; w &= w - 1) ids_.push_back(int32_t(i * 32 + __builtin_ctz(w)));
-    return intern(ids_.data(), ids_.size(), nullptr);
+    if (count > dense_from) {
+        sid = intern(nullptr, count, words_.data());
+    } else {
+        ids_.clear();
+        for (size_t i = 0; i < W; ++i)
+            for (uint32_t w = words_[i]; w; w &= w - 1) ids_.push_back(int32_t(i * 32 + __builtin_ctz(w)));
+        sid = intern(ids_.data(), ids_.size(), nullptr);
+    }
+    return union_sid_.back() = sid;
 }
 
 int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
@@ -168,9 +206,12 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
 
 void LazyStore::build(int32_t q) {
     if (root_[q] >= 0) return;
-    // 1. every token's outcomes from q, as (end state, labels emitted) -> token lists
-    std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<const std::vector<int32_t>*>> rows;
-    std::vector<int32_t> seq;
+    // 1. every token's outcomes from q as rows (labels emitted, entered id) -> groups; each
+    //    label sequence is a node of the trie the rows are stored in
+    nodes_.assign(1, {-1, -1});
+    row_at_.clear();
+    rows_.clear();
+    hits_.clear();
     const int32_t tab = g_.tab_len;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
@@ -199,60 +240,71 @@ void LazyStore::build(int32_t q) {
             for (const Group& grp : part(nxt, acc, absolute, b)) {
                 const int32_t ent = a_.c_ent[grp.end];
                 if (ent < 0) continue;  // the lexeme in progress can never end validly
-                seq.clear();
-                if (lead >= 0) seq.push_back(lead);
-                emitted_of(grp.eid, seq);
-                rows[{seq, ent}].push_back(&grp.tokens);
+                const int32_t node = node_of(lead >= 0 ? prepend(lead, grp.eid) : grp.eid);
+                auto [at, fresh] = row_at_.emplace((uint64_t(node) << 32) | uint32_t(ent), int32_t(rows_.size()));
+                if (fresh) rows_.push_back({node, ent, -1});
+                Row& row = rows_[at->second];
+                hits_.push_back({&grp, row.head});
+                row.head = int32_t(hits_.size()) - 1;
             }
         }
     }
-    // 2. rows: one merged set of those needing no parser question, the rest as a trie
-    //    over their emitted labels (breadth-first, each node's children contiguous)
-    struct Node {
-        std::map<int32_t, int32_t> children;
-        std::vector<std::pair<int32_t, int32_t>> rows;  // (entered id, set id)
-    };
-    std::vector<Node> tree(1);
-    std::vector<const std::vector<int32_t>*> free_lists;
-    for (auto& [key, lists] : rows) {
-        const auto& [labels, ent] = key;
-        const bool free = labels.empty() &&
+    for (int32_t eid : touched_) node_at_[eid] = -1;
+    touched_.clear();
+    // 2. each node's children by label, and the nodes in preorder: the order of their label
+    //    sequences
+    const int32_t n_nodes = int32_t(nodes_.size());
+    std::vector<int32_t> kids(size_t(n_nodes) - 1), kid_off(size_t(n_nodes) + 1, 0), rank(n_nodes);
+    for (int32_t v = 1; v < n_nodes; ++v) kids[v - 1] = v;
+    std::sort(kids.begin(), kids.end(), [&](int32_t x, int32_t y) { return nodes_[x] < nodes_[y]; });
+    for (int32_t v = 1; v < n_nodes; ++v) ++kid_off[nodes_[v].first + 1];
+    for (int32_t v = 0; v < n_nodes; ++v) kid_off[v + 1] += kid_off[v];
+    std::vector<int32_t> stack{0};
+    for (int32_t r = 0; !stack.empty(); ++r) {
+        const int32_t v = stack.back();
+        stack.pop_back();
+        rank[v] = r;
+        for (int32_t c = kid_off[v + 1]; c-- > kid_off[v];) stack.push_back(kids[c]);
+    }
+    // 3. rows in the order of their (labels, entered id), as they were interned before: one
+    //    merged set of those needing no parser question, the rest by node
+    std::sort(rows_.begin(), rows_.end(), [&](const Row& x, const Row& y) {
+        return rank[x.node] != rank[y.node] ? rank[x.node] < rank[y.node] : x.ent < y.ent;
+    });
+    std::vector<int32_t> row_from(size_t(n_nodes) + 1, int32_t(rows_.size()));
+    std::vector<const Group*> free_groups;
+    for (int32_t r = int32_t(rows_.size()); r-- > 0;) row_from[rows_[r].node] = r;
+    for (Row& row : rows_) {
+        const int32_t ent = row.ent;
+        groups_.clear();
+        for (int32_t h = row.head; h >= 0; h = hits_[h].next) groups_.push_back(hits_[h].grp);
+        const bool free = row.node == 0 &&
                           (g_.e_off[ent] == g_.e_off[ent + 1] ||
                            std::any_of(g_.e_labels.p + g_.e_off[ent], g_.e_labels.p + g_.e_off[ent + 1],
                                        [](int32_t x) { return x < 0; }));
         if (free) {
-            free_lists.insert(free_lists.end(), lists.begin(), lists.end());
-            continue;
+            free_groups.insert(free_groups.end(), groups_.begin(), groups_.end());
+            row.head = -1;  // not a row of the trie
+        } else {
+            row.head = intern_union(groups_);  // now its set id
         }
-        const int32_t sid = intern_union(lists);
-        int32_t node = 0;
-        for (int32_t elem : labels) {
-            auto it = tree[node].children.find(elem);
-            if (it == tree[node].children.end()) {
-                int32_t child = int32_t(tree.size());
-                tree[node].children.emplace(elem, child);
-                tree.emplace_back();
-                node = child;
-            } else {
-                node = it->second;
-            }
-        }
-        tree[node].rows.push_back({ent, sid});
     }
-    uncond_[q] = free_lists.empty() ? -1 : intern_union(free_lists);
+    uncond_[q] = free_groups.empty() ? -1 : intern_union(free_groups);
+    // 4. the trie, breadth-first, each node's children contiguous
     const int32_t base = int32_t(row_off_.size()) - 1;
     std::vector<int32_t> order{0};
     for (size_t k = 0; k < order.size(); ++k) {
-        const Node& node = tree[order[k]];
-        for (auto& [ent, sid] : node.rows) {
-            row_ent_.push_back(ent);
-            row_set_.push_back(sid);
+        const int32_t v = order[k];
+        for (int32_t r = row_from[v]; r < int32_t(rows_.size()) && rows_[r].node == v; ++r) {
+            if (rows_[r].head < 0) continue;
+            row_ent_.push_back(rows_[r].ent);
+            row_set_.push_back(rows_[r].head);
         }
         row_off_.push_back(int32_t(row_ent_.size()));
-        for (auto& [elem, child] : node.children) {
-            edge_elem_.push_back(elem);
+        for (int32_t c = kid_off[v]; c < kid_off[v + 1]; ++c) {
+            edge_elem_.push_back(nodes_[kids[c]].second);
             edge_child_.push_back(base + int32_t(order.size()));
-            order.push_back(child);
+            order.push_back(kids[c]);
         }
         edge_off_.push_back(int32_t(edge_elem_.size()));
     }

@@ -45,6 +45,7 @@ private:
     struct Group {
         int32_t end;   // automaton state the token ends in
         int32_t eid;   // labels emitted after the first byte (interned sequence)
+        int32_t id;    // numbered over all parts: unions are remembered by their groups' ids
         std::vector<int32_t> tokens;
     };
     struct Item {
@@ -56,11 +57,21 @@ private:
             return state == o.state && acc == o.acc && absolute == o.absolute && eid == o.eid;
         }
     };
+    // A row being collected: its node in the label trie, entered id, and groups (a chain
+    // through hits_).
+    struct Row {
+        int32_t node, ent, head;
+    };
+    struct Hit {
+        const Group* grp;
+        int32_t next;
+    };
     const std::vector<Group>& part(int32_t state, int32_t acc, bool absolute, int first_byte);
     int32_t extend(int32_t eid, int32_t label);
-    void emitted_of(int32_t eid, std::vector<int32_t>& out) const;
-    // The set id of the union of token lists (stored once: equal sets share an id).
-    int32_t intern_union(const std::vector<const std::vector<int32_t>*>& lists);
+    int32_t prepend(int32_t label, int32_t eid);
+    int32_t node_of(int32_t eid);
+    // The set id of the union of the groups' tokens (stored once: equal sets share an id).
+    int32_t intern_union(const std::vector<const Group*>& groups);
     int32_t intern(const int32_t* ids, size_t n, const uint32_t* words);
     void refresh_views();
 
@@ -68,9 +79,14 @@ private:
     ByteAutomatonView a_;
     std::shared_ptr<const VocabTrie> trie_;
     std::unordered_map<uint64_t, std::vector<Group>> parts_;
+    int32_t n_groups_ = 0;
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
     std::unordered_map<uint64_t, int32_t> emit_id_;
+    std::unordered_map<uint64_t, int32_t> prepend_;  // (label, eid) -> eid of label + eid's labels
     std::unordered_map<uint64_t, std::vector<int32_t>> set_index_;  // content hash -> set ids
+    // unions already interned, by their sorted group ids: most rows recur in later builds
+    std::unordered_map<uint64_t, std::vector<int32_t>> union_index_;  // key hash -> entries
+    std::vector<int32_t> union_off_, union_gids_, union_sid_;          // entry -> key, set id
     size_t n_built_ = 0, walked_ = 0;
     // the store arrays the grammar's views point into
     std::vector<int32_t> root_, uncond_, edge_off_, edge_elem_, edge_child_, row_off_, row_ent_, row_set_;
@@ -78,8 +94,15 @@ private:
     std::vector<int64_t> s_off_;
     std::vector<int32_t> s_len_, s_ids_;
     std::vector<uint32_t> s_words_;
-    std::vector<uint32_t> words_;  // scratch bitset
-    std::vector<int32_t> ids_;     // scratch ids
+    // scratch of a build
+    std::vector<uint32_t> words_;
+    std::vector<int32_t> ids_;
+    std::vector<int32_t> node_at_, touched_;               // eid -> label-trie node (-1: none yet)
+    std::vector<std::pair<int32_t, int32_t>> nodes_;       // node -> (parent node, label)
+    std::unordered_map<uint64_t, int32_t> row_at_;         // (node, entered id) -> row
+    std::vector<Row> rows_;
+    std::vector<Hit> hits_;
+    std::vector<const Group*> groups_;
 };
 
 }  // namespace cad

@@ -26,23 +26,19 @@ LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const Voca
 }
 
 int32_t LazyStore::extend(int32_t eid, int32_t label) {
-    uint64_t key = (uint64_t(uint32_t(eid)) << 32) | uint32_t(label);
-    auto it = emit_id_.find(key);
-    if (it != emit_id_.end()) return it->second;
-    int32_t id = int32_t(emitted_.size());
-    emitted_.push_back({eid, label});
-    emit_id_.emplace(key, id);
+    auto [id, fresh] = emit_id_.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label), int32_t(emitted_.size()));
+    if (fresh) emitted_.push_back({eid, label});
     return id;
 }
 
 int32_t LazyStore::prepend(int32_t label, int32_t eid) {
     if (eid == 0) return extend(0, label);
     const uint64_t key = (uint64_t(uint32_t(label)) << 32) | uint32_t(eid);
-    auto it = prepend_.find(key);
-    if (it != prepend_.end()) return it->second;
+    const int32_t found = prepend_.find(key);
+    if (found >= 0) return found;
     const auto [parent, last] = emitted_[eid];
     const int32_t id = extend(prepend(label, parent), last);
-    prepend_.emplace(key, id);
+    prepend_.try_emplace(key, id);
     return id;
 }
 
@@ -58,38 +54,49 @@ int32_t LazyStore::node_of(int32_t eid) {
     return node;
 }
 
-const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc, bool absolute, int b) {
-    uint64_t key = ((((uint64_t(uint32_t(state)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
-                   uint64_t(uint32_t(acc + 1));
-    auto found = parts_.find(key);
-    if (found != parts_.end()) return found->second;
-    std::vector<Group>& out = parts_[key];
-    std::unordered_map<uint64_t, int32_t> group_of;
+void LazyStore::walk(Walk& w) const {
+    const VocabTrie& t = *trie_;
+    w.groups.clear();
+    w.emitted.assign(1, {-1, -1});
+    w.emit_id.clear();
+    w.group_of.clear();
+    w.walked = 0;
+    if (w.front.size() <= size_t(t.max_depth)) w.front.resize(size_t(t.max_depth) + 1);
+    auto extend = [&](int32_t eid, int32_t label) {
+        auto [id, fresh] = w.emit_id.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label),
+                                                 int32_t(w.emitted.size()));
+        if (fresh) w.emitted.push_back({eid, label});
+        return id;
+    };
+    // the tokens ending at trie node `node` join each item's group (preorder: a group's
+    // tokens from consecutive nodes are one range)
     auto record = [&](int32_t node, std::vector<Item>& items) {
-        int32_t t0 = trie_->tok_off[node], t1 = trie_->tok_off[node + 1];
+        const int32_t t0 = t.tok_off[node], t1 = t.tok_off[node + 1];
         if (t0 == t1) return;
         for (Item& it : items) {
             if (it.group < 0) {
-                uint64_t gk = (uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid);
-                auto [pos, fresh] = group_of.emplace(gk, int32_t(out.size()));
-                if (fresh) out.push_back(Group{it.state, it.eid, n_groups_++, {}});
-                it.group = pos->second;
+                auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid),
+                                                             int32_t(w.groups.size()));
+                if (fresh) w.groups.push_back(Group{it.state, it.eid, -1, {}});
+                it.group = group;
             }
-            auto& toks = out[it.group].tokens;
-            toks.insert(toks.end(), trie_->tok_ids.begin() + t0, trie_->tok_ids.begin() + t1);
+            auto& spans = w.groups[it.group].spans;
+            if (!spans.empty() && spans.back().second == t0)
+                spans.back().second = t1;
+            else
+                spans.push_back({t0, t1});
         }
     };
     const int32_t tab = g_.tab_len;
-    std::vector<std::vector<Item>> front(size_t(trie_->max_depth) + 1);
-    const int32_t r = trie_->first_child[b];
-    front[1].push_back(Item{state, acc, absolute, 0});
-    record(r, front[1]);
-    for (int32_t i = r + 1, end = trie_->subtree_end[r]; i < end;) {
-        const int32_t d = trie_->depth[i];
-        const int c = trie_->byte[i];
-        std::vector<Item>& nxt = front[d];
+    const int32_t r = t.first_child[w.first_byte];
+    w.front[1].assign(1, Item{w.state, w.acc, w.absolute, 0});
+    record(r, w.front[1]);
+    for (int32_t i = r + 1, end = t.subtree_end[r]; i < end;) {
+        const int32_t d = t.depth[i];
+        const int c = t.byte[i];
+        std::vector<Item>& nxt = w.front[d];
         nxt.clear();
-        for (const Item& it : front[d - 1]) {
+        for (const Item& it : w.front[d - 1]) {
             const int64_t k = int64_t(it.state) * 256 + c;
             for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
                 const uint8_t kind = a_.kind[e];
@@ -110,20 +117,39 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
                 const int32_t st2 = a_.nxt[e];
                 const int32_t eid2 = lab >= 0 ? extend(it.eid, lab) : it.eid;
                 if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
+                bool seen = false;
+                for (const Item& o : nxt)
+                    if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
+                        seen = true;
+                        break;
+                    }
+                if (seen) continue;
+                Item& n = nxt.emplace_back();  // field by field: a whole Item built aside stalls the copy
+                n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2;
                 // the same state and labels: the same group (a self-loop, most bytes of most lexemes)
-                Item n{st2, acc2, abs2, eid2, st2 == it.state && eid2 == it.eid ? it.group : -1};
-                if (nxt.empty() || std::find(nxt.begin(), nxt.end(), n) == nxt.end()) nxt.push_back(n);
+                n.group = st2 == it.state && eid2 == it.eid ? it.group : -1;
             }
         }
-        ++walked_;
+        ++w.walked;
         if (nxt.empty()) {
-            i = trie_->subtree_end[i];  // no token through here can be lexed: skip them all
+            i = t.subtree_end[i];  // no token through here can be lexed: skip them all
             continue;
         }
         record(i, nxt);
         ++i;
     }
-    return out;
+}
+
+void LazyStore::keep(Walk& w) {
+    local_.assign(w.emitted.size(), 0);
+    for (size_t l = 1; l < w.emitted.size(); ++l)  // a parent's id is below its children's
+        local_[l] = extend(local_[w.emitted[l].first], w.emitted[l].second);
+    for (Group& grp : w.groups) {
+        grp.eid = local_[grp.eid];
+        grp.id = n_groups_++;
+    }
+    *w.part = std::move(w.groups);
+    walked_ += w.walked;
 }
 
 int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
@@ -134,23 +160,29 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
     uint64_t h = 1469598103934665603ull ^ ids_.size();
     for (int32_t x : ids_) h = (h ^ uint32_t(x)) * 1099511628211ull;
-    auto& same = union_index_[h];
-    for (int32_t u : same)
-        if (size_t(union_off_[u + 1] - union_off_[u]) == ids_.size() &&
-            std::equal(ids_.begin(), ids_.end(), union_gids_.begin() + union_off_[u]))
-            return union_sid_[u];
+    const int32_t u = int32_t(union_sid_.size());
+    auto [head, fresh] = union_index_.try_emplace(h, u);
+    if (!fresh)
+        for (int32_t v = head; v >= 0; v = union_next_[v])
+            if (size_t(union_off_[v + 1] - union_off_[v]) == ids_.size() &&
+                std::equal(ids_.begin(), ids_.end(), union_gids_.begin() + union_off_[v]))
+                return union_sid_[v];
     if (union_off_.empty()) union_off_.push_back(0);
-    same.push_back(int32_t(union_sid_.size()));
     union_gids_.insert(union_gids_.end(), ids_.begin(), ids_.end());
     union_off_.push_back(int32_t(union_gids_.size()));
     union_sid_.push_back(-1);
+    union_next_.push_back(fresh ? -1 : union_next_[head]);  // chained after the head
+    if (!fresh) union_next_[head] = u;
     const size_t W = size_t(g_.n_words), dense_from = std::max<size_t>(64, W / 2);  // as flat_grammar.py
     size_t total = 0;
-    for (const Group* grp : groups) total += grp->tokens.size();
+    const int32_t* tok = trie_->tok_ids.data();
+    for (const Group* grp : groups)
+        for (auto [t0, t1] : grp->spans) total += size_t(t1 - t0);
     ids_.clear();
     int32_t sid;
     if (total <= 4 * W) {  // few tokens: sort them
-        for (const Group* grp : groups) ids_.insert(ids_.end(), grp->tokens.begin(), grp->tokens.end());
+        for (const Group* grp : groups)
+            for (auto [t0, t1] : grp->spans) ids_.insert(ids_.end(), tok + t0, tok + t1);
         std::sort(ids_.begin(), ids_.end());
         ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
         if (ids_.size() <= dense_from) return union_sid_.back() = intern(ids_.data(), ids_.size(), nullptr);
@@ -160,7 +192,8 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
         for (int32_t x : ids_) words_[x >> 5] |= 1u << (x & 31);
     else
         for (const Group* grp : groups)
-            for (int32_t x : grp->tokens) words_[x >> 5] |= 1u << (x & 31);
+            for (auto [t0, t1] : grp->spans)
+                for (const int32_t* x = tok + t0; x < tok + t1; ++x) words_[*x >> 5] |= 1u << (*x & 31);
     size_t count = 0;
     for (uint32_t w : words_) count += size_t(__builtin_popcount(w));
     if (count > dense_from) {
@@ -182,14 +215,17 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
         for (size_t i = 0; i < W; ++i) h = (h ^ words[i]) * 1099511628211ull;
     else
         for (size_t i = 0; i < n; ++i) h = (h ^ uint32_t(ids[i])) * 1099511628211ull;
-    auto& same = set_index_[h];
-    for (int32_t sid : same) {
-        if (size_t(s_len_[sid]) != n || bool(s_kind_[sid]) != bool(words)) continue;
-        if (words ? std::equal(words, words + W, s_words_.begin() + s_off_[sid])
-                  : std::equal(ids, ids + n, s_ids_.begin() + s_off_[sid]))
-            return sid;
-    }
     const int32_t sid = int32_t(s_kind_.size());
+    auto [head, fresh] = set_index_.try_emplace(h, sid);
+    if (!fresh)
+        for (int32_t v = head; v >= 0; v = s_next_[v]) {
+            if (size_t(s_len_[v]) != n || bool(s_kind_[v]) != bool(words)) continue;
+            if (words ? std::equal(words, words + W, s_words_.begin() + s_off_[v])
+                      : std::equal(ids, ids + n, s_ids_.begin() + s_off_[v]))
+                return v;
+        }
+    s_next_.push_back(fresh ? -1 : s_next_[head]);  // chained after the head
+    if (!fresh) s_next_[head] = sid;
     s_len_.push_back(int32_t(n));
     if (words) {
         s_kind_.push_back(1);
@@ -200,7 +236,6 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
         s_off_.push_back(int64_t(s_ids_.size()));
         s_ids_.insert(s_ids_.end(), ids, ids + n);
     }
-    same.push_back(sid);
     return sid;
 }
 
@@ -213,6 +248,8 @@ void LazyStore::build(int32_t q) {
     rows_.clear();
     hits_.clear();
     const int32_t tab = g_.tab_len;
+    hyps_.clear();
+    size_t n_walks = 0;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
         const int64_t k = int64_t(q) * 256 + b;
@@ -237,16 +274,31 @@ void LazyStore::build(int32_t q) {
             }
             const int32_t nxt = a_.nxt[e];
             if (!a_.in_nl[nxt]) acc = 0, absolute = false;
-            for (const Group& grp : part(nxt, acc, absolute, b)) {
-                const int32_t ent = a_.c_ent[grp.end];
-                if (ent < 0) continue;  // the lexeme in progress can never end validly
-                const int32_t node = node_of(lead >= 0 ? prepend(lead, grp.eid) : grp.eid);
-                auto [at, fresh] = row_at_.emplace((uint64_t(node) << 32) | uint32_t(ent), int32_t(rows_.size()));
-                if (fresh) rows_.push_back({node, ent, -1});
-                Row& row = rows_[at->second];
-                hits_.push_back({&grp, row.head});
-                row.head = int32_t(hits_.size()) - 1;
+            // the walk of the tokens after b from that hypothesis, memoised
+            const uint64_t key = ((((uint64_t(uint32_t(nxt)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
+                                 uint64_t(uint32_t(acc + 1));
+            auto [at, fresh] = parts_.try_emplace(key);
+            if (fresh) {
+                if (walks_.size() <= n_walks) walks_.emplace_back();
+                Walk& w = walks_[n_walks++];
+                w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = &at->second;
             }
+            hyps_.push_back({lead, &at->second});
+        }
+    }
+    // the walks not done before, then kept in this order
+    for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
+    for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
+    for (const Hyp& hyp : hyps_) {
+        for (const Group& grp : *hyp.part) {
+            const int32_t ent = a_.c_ent[grp.end];
+            if (ent < 0) continue;  // the lexeme in progress can never end validly
+            const int32_t node = node_of(hyp.lead >= 0 ? prepend(hyp.lead, grp.eid) : grp.eid);
+            auto [r, fresh] = row_at_.try_emplace((uint64_t(node) << 32) | uint32_t(ent), int32_t(rows_.size()));
+            if (fresh) rows_.push_back({node, ent, -1});
+            Row& row = rows_[r];
+            hits_.push_back({&grp, row.head});
+            row.head = int32_t(hits_.size()) - 1;
         }
     }
     for (int32_t eid : touched_) node_at_[eid] = -1;

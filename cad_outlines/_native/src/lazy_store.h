@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_map.h"
 #include "grammar.h"
 #include "vocab_trie.h"
 
@@ -46,16 +47,30 @@ private:
         int32_t end;   // automaton state the token ends in
         int32_t eid;   // labels emitted after the first byte (interned sequence)
         int32_t id;    // numbered over all parts: unions are remembered by their groups' ids
-        std::vector<int32_t> tokens;
+        std::vector<std::pair<int32_t, int32_t>> spans;  // its tokens: ranges of the trie's tok_ids
     };
     struct Item {
         int32_t state, acc;
         bool absolute;
         int32_t eid;
         int32_t group = -1;  // index of the (state, eid) group in the part, once looked up
-        bool operator==(const Item& o) const {
-            return state == o.state && acc == o.acc && absolute == o.absolute && eid == o.eid;
-        }
+    };
+    // One walk: its result (groups whose label sequences are interned in the walk's own
+    // table, so that walks can run on several threads) and its scratch.
+    struct Walk {
+        int32_t state, acc, first_byte;
+        bool absolute;
+        std::vector<Group>* part;  // where the result is kept
+        std::vector<Group> groups;
+        std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
+        FlatMap emit_id, group_of;
+        std::vector<std::vector<Item>> front;
+        size_t walked = 0;
+    };
+    // The hypothesis an edge of the configuration's first byte reaches, and its walk.
+    struct Hyp {
+        int32_t lead;  // label the first byte emits (-1 none)
+        const std::vector<Group>* part;
     };
     // A row being collected: its node in the label trie, entered id, and groups (a chain
     // through hits_).
@@ -66,7 +81,8 @@ private:
         const Group* grp;
         int32_t next;
     };
-    const std::vector<Group>& part(int32_t state, int32_t acc, bool absolute, int first_byte);
+    void walk(Walk& w) const;
+    void keep(Walk& w);  // the walk's groups into its part, their labels interned in the store's
     int32_t extend(int32_t eid, int32_t label);
     int32_t prepend(int32_t label, int32_t eid);
     int32_t node_of(int32_t eid);
@@ -81,12 +97,13 @@ private:
     std::unordered_map<uint64_t, std::vector<Group>> parts_;
     int32_t n_groups_ = 0;
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
-    std::unordered_map<uint64_t, int32_t> emit_id_;
-    std::unordered_map<uint64_t, int32_t> prepend_;  // (label, eid) -> eid of label + eid's labels
-    std::unordered_map<uint64_t, std::vector<int32_t>> set_index_;  // content hash -> set ids
+    FlatMap emit_id_;
+    FlatMap prepend_;    // (label, eid) -> eid of label + eid's labels
+    FlatMap set_index_;  // content hash -> a set id, the others of that hash chained by s_next_
+    std::vector<int32_t> s_next_;
     // unions already interned, by their sorted group ids: most rows recur in later builds
-    std::unordered_map<uint64_t, std::vector<int32_t>> union_index_;  // key hash -> entries
-    std::vector<int32_t> union_off_, union_gids_, union_sid_;          // entry -> key, set id
+    FlatMap union_index_;                                               // key hash -> an entry
+    std::vector<int32_t> union_off_, union_gids_, union_sid_, union_next_;  // entry -> key, set id, chain
     size_t n_built_ = 0, walked_ = 0;
     // the store arrays the grammar's views point into
     std::vector<int32_t> root_, uncond_, edge_off_, edge_elem_, edge_child_, row_off_, row_ent_, row_set_;
@@ -99,10 +116,13 @@ private:
     std::vector<int32_t> ids_;
     std::vector<int32_t> node_at_, touched_;               // eid -> label-trie node (-1: none yet)
     std::vector<std::pair<int32_t, int32_t>> nodes_;       // node -> (parent node, label)
-    std::unordered_map<uint64_t, int32_t> row_at_;         // (node, entered id) -> row
+    FlatMap row_at_;                                       // (node, entered id) -> row
     std::vector<Row> rows_;
     std::vector<Hit> hits_;
     std::vector<const Group*> groups_;
+    std::vector<Hyp> hyps_;
+    std::vector<Walk> walks_;
+    std::vector<int32_t> local_;  // a walk's eid -> the store's
 };
 
 }  // namespace cad

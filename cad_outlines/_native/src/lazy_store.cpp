@@ -16,7 +16,13 @@ static int32_t indent_step(int32_t acc, int b, int32_t tab) {
 }
 
 LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie)
-    : g_(g), a_(a), trie_(std::move(trie)) {
+    : g_(g), a_(a), trie_(std::move(trie)), stays_(new std::atomic<uint64_t>[g.n_configs()]) {
+    for (size_t i = 0; i < g.n_configs(); ++i) stays_[i].store(0, std::memory_order_relaxed);
+    for (int c = 0; c < 256; ++c) ++class_off_[__builtin_ctzll(byte_class(uint8_t(c))) + 1];
+    for (int k = 0; k < 64; ++k) class_off_[k + 1] += class_off_[k];
+    int fill[64];
+    std::copy(class_off_, class_off_ + 64, fill);
+    for (int c = 0; c < 256; ++c) class_bytes_[fill[__builtin_ctzll(byte_class(uint8_t(c)))]++] = uint8_t(c);
     emitted_.push_back({-1, -1});
     root_.assign(g.n_configs(), -1);
     uncond_.assign(g.n_configs(), -1);
@@ -54,12 +60,32 @@ int32_t LazyStore::node_of(int32_t eid) {
     return node;
 }
 
+constexpr uint64_t STAYS_KNOWN = uint64_t(1) << 63;  // no byte class uses the top bit
+
+uint64_t LazyStore::stays(int32_t state) const {
+    uint64_t known = stays_[state].load(std::memory_order_relaxed);
+    if (known) return known;
+    uint64_t out = ~uint64_t(0);
+    for (int c = 0; c < 256; ++c) {
+        const int64_t k = int64_t(state) * 256 + c, e = a_.ptr[k];
+        const bool stay = !a_.in_nl[state] && a_.ptr[k + 1] == e + 1 && a_.nxt[e] == state && a_.lab[e] < 0 &&
+                          !a_.ends_nl[e];
+        if (!stay) out &= ~byte_class(uint8_t(c));
+    }
+    out |= STAYS_KNOWN;
+    stays_[state].store(out, std::memory_order_relaxed);
+    return out;
+}
+
 void LazyStore::walk(Walk& w) const {
     const VocabTrie& t = *trie_;
     w.groups.clear();
     w.emitted.assign(1, {-1, -1});
     w.emit_id.clear();
     w.group_of.clear();
+    w.front_at.clear();
+    w.fronts.clear();
+    w.front_items.clear();
     w.walked = 0;
     if (w.front.size() <= size_t(t.max_depth)) w.front.resize(size_t(t.max_depth) + 1);
     auto extend = [&](int32_t eid, int32_t label) {
@@ -68,10 +94,9 @@ void LazyStore::walk(Walk& w) const {
         if (fresh) w.emitted.push_back({eid, label});
         return id;
     };
-    // the tokens ending at trie node `node` join each item's group (preorder: a group's
+    // the tokens t0 .. t1 of the trie's list join each item's group (preorder: a group's
     // tokens from consecutive nodes are one range)
-    auto record = [&](int32_t node, std::vector<Item>& items) {
-        const int32_t t0 = t.tok_off[node], t1 = t.tok_off[node + 1];
+    auto record = [&](int32_t t0, int32_t t1, std::vector<Item>& items) {
         if (t0 == t1) return;
         for (Item& it : items) {
             if (it.group < 0) {
@@ -87,16 +112,11 @@ void LazyStore::walk(Walk& w) const {
                 spans.push_back({t0, t1});
         }
     };
+    // the hypotheses after byte c from those in `from` (lexemes going on, ending, starting)
     const int32_t tab = g_.tab_len;
-    const int32_t r = t.first_child[w.first_byte];
-    w.front[1].assign(1, Item{w.state, w.acc, w.absolute, 0});
-    record(r, w.front[1]);
-    for (int32_t i = r + 1, end = t.subtree_end[r]; i < end;) {
-        const int32_t d = t.depth[i];
-        const int c = t.byte[i];
-        std::vector<Item>& nxt = w.front[d];
-        nxt.clear();
-        for (const Item& it : w.front[d - 1]) {
+    auto step = [&](const std::vector<Item>& from, int c, std::vector<Item>& to) {
+        to.clear();
+        for (const Item& it : from) {
             const int64_t k = int64_t(it.state) * 256 + c;
             for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
                 const uint8_t kind = a_.kind[e];
@@ -118,24 +138,79 @@ void LazyStore::walk(Walk& w) const {
                 const int32_t eid2 = lab >= 0 ? extend(it.eid, lab) : it.eid;
                 if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
                 bool seen = false;
-                for (const Item& o : nxt)
+                for (const Item& o : to)
                     if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
                         seen = true;
                         break;
                     }
                 if (seen) continue;
-                Item& n = nxt.emplace_back();  // field by field: a whole Item built aside stalls the copy
+                Item& n = to.emplace_back();  // field by field: a whole Item built aside stalls the copy
                 n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2;
                 // the same state and labels: the same group (a self-loop, most bytes of most lexemes)
                 n.group = st2 == it.state && eid2 == it.eid ? it.group : -1;
             }
         }
+    };
+    // whether step(f, c) is f again for every byte c of the classes: for one hypothesis that
+    // stays as it is, from the state alone; else each class is tried byte by byte once per
+    // front (as a NAME goes on, [NAME ended here, NAME going on] is such a front)
+    auto settled = [&](const std::vector<Item>& f, uint64_t classes) {
+        bool alone = true;
+        for (size_t n = 0; alone && n < f.size(); ++n) alone = (classes & ~stays(f[n].state)) == 0;
+        if (alone) return true;
+        uint64_t h = 1469598103934665603ull;
+        for (const Item& it : f)
+            h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
+                      it.absolute)) * 1099511628211ull;
+        auto same = [&](const Item* x, const std::vector<Item>& y) {
+            for (size_t n = 0; n < y.size(); ++n)
+                if (x[n].state != y[n].state || x[n].acc != y[n].acc || x[n].absolute != y[n].absolute ||
+                    x[n].eid != y[n].eid)
+                    return false;
+            return true;
+        };
+        auto [m, fresh] = w.front_at.try_emplace(h, int32_t(w.fronts.size()));
+        if (fresh) {
+            w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), 0, 0});
+            w.front_items.insert(w.front_items.end(), f.begin(), f.end());
+        } else if (size_t(w.fronts[m].len) != f.size() || !same(w.front_items.data() + w.fronts[m].off, f)) {
+            return false;  // another front of the same hash: not remembered (rare)
+        }
+        Walk::Front& known = w.fronts[m];
+        if (classes & known.moves) return false;
+        for (uint64_t todo = classes & ~known.settles; todo; todo &= todo - 1) {
+            const int k = __builtin_ctzll(todo);
+            for (int n = class_off_[k]; n < class_off_[k + 1]; ++n) {
+                step(f, class_bytes_[n], w.probe);
+                if (w.probe.size() != f.size() || !same(w.probe.data(), f)) {
+                    known.moves |= uint64_t(1) << k;
+                    return false;
+                }
+            }
+            known.settles |= uint64_t(1) << k;
+        }
+        return true;
+    };
+    const int32_t r = t.first_child[w.first_byte];
+    w.front[1].assign(1, Item{w.state, w.acc, w.absolute, 0});
+    record(t.tok_off[r], t.tok_off[r + 1], w.front[1]);
+    for (int32_t i = r + 1, end = t.subtree_end[r]; i < end;) {
+        std::vector<Item>& nxt = w.front[t.depth[i]];
+        step(w.front[t.depth[i] - 1], t.byte[i], nxt);
         ++w.walked;
         if (nxt.empty()) {
             i = t.subtree_end[i];  // no token through here can be lexed: skip them all
             continue;
         }
-        record(i, nxt);
+        record(t.tok_off[i], t.tok_off[i + 1], nxt);
+        // the same hypotheses at every node below: the subtree's tokens are theirs at once
+        const int32_t stop = t.subtree_end[i];
+        if (stop > i + 1 && settled(nxt, t.below[i])) {
+            record(t.tok_off[i + 1], t.tok_off[stop], nxt);
+            w.walked += size_t(stop - i - 1);  // as if walked node by node
+            i = stop;
+            continue;
+        }
         ++i;
     }
 }

@@ -10,6 +10,7 @@
 // first few configurations most are composed from walks already done.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
@@ -65,6 +66,14 @@ private:
         std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
         FlatMap emit_id, group_of;
         std::vector<std::vector<Item>> front;
+        // fronts met, with the byte classes known to leave them as they are or not
+        struct Front {
+            int32_t off, len;  // in front_items
+            uint64_t settles, moves;
+        };
+        FlatMap front_at;  // hash -> fronts
+        std::vector<Front> fronts;
+        std::vector<Item> front_items, probe;
         size_t walked = 0;
     };
     // The hypothesis an edge of the configuration's first byte reaches, and its walk.
@@ -82,6 +91,10 @@ private:
         int32_t next;
     };
     void walk(Walk& w) const;
+    // The byte classes (byte_class) on all of whose bytes a hypothesis in `state` stays as it
+    // is: one edge, back to the state, no label, outside NEWLINE. Computed on first need
+    // (walks on several threads may race to write the same value).
+    uint64_t stays(int32_t state) const;
     void keep(Walk& w);  // the walk's groups into its part, their labels interned in the store's
     int32_t extend(int32_t eid, int32_t label);
     int32_t prepend(int32_t label, int32_t eid);
@@ -94,6 +107,9 @@ private:
     Grammar& g_;
     ByteAutomatonView a_;
     std::shared_ptr<const VocabTrie> trie_;
+    std::unique_ptr<std::atomic<uint64_t>[]> stays_;  // per state; 0: not computed yet
+    int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
+    uint8_t class_bytes_[256];
     std::unordered_map<uint64_t, std::vector<Group>> parts_;
     int32_t n_groups_ = 0;
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 
+#include "batch.h"
 #include "lexer.h"
 
 namespace cad {
 
 // edge kinds of the byte automaton (engine/lexer_index.py)
 constexpr uint8_t NL_GOES_ON = 1, NL_STARTS = 2;
+// a build's new walks share the thread pool when their first bytes' subtrees hold this many
+// trie nodes (a few hundred microseconds of walking; waking a thread costs tens)
+constexpr size_t PARALLEL_WALK_NODES = 1 << 14;
 
 static int32_t indent_step(int32_t acc, int b, int32_t tab) {
     if (b == 10) return 0;
@@ -324,7 +328,7 @@ void LazyStore::build(int32_t q) {
     hits_.clear();
     const int32_t tab = g_.tab_len;
     hyps_.clear();
-    size_t n_walks = 0;
+    size_t n_walks = 0, walk_nodes = 0;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
         const int64_t k = int64_t(q) * 256 + b;
@@ -357,12 +361,23 @@ void LazyStore::build(int32_t q) {
                 if (walks_.size() <= n_walks) walks_.emplace_back();
                 Walk& w = walks_[n_walks++];
                 w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = &at->second;
+                w.nodes = size_t(trie_->subtree_end[trie_->first_child[b]] - trie_->first_child[b]);
+                walk_nodes += w.nodes;
             }
             hyps_.push_back({lead, &at->second});
         }
     }
-    // the walks not done before, then kept in this order
-    for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
+    // the walks not done before: independent, so on the pool when they are many (the largest
+    // first); kept in this order whatever ran first
+    if (n_walks > 1 && walk_nodes >= PARALLEL_WALK_NODES && pool_threads() > 1) {
+        by_size_.resize(n_walks);
+        for (size_t i = 0; i < n_walks; ++i) by_size_[i] = int32_t(i);
+        std::stable_sort(by_size_.begin(), by_size_.end(),
+                         [&](int32_t x, int32_t y) { return walks_[x].nodes > walks_[y].nodes; });
+        parallel_for(n_walks, [&](size_t i) { walk(walks_[by_size_[i]]); });
+    } else {
+        for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
+    }
     for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
     for (const Hyp& hyp : hyps_) {
         for (const Group& grp : *hyp.part) {

@@ -62,6 +62,7 @@ private:
         int32_t state, acc, first_byte;
         bool absolute;
         std::vector<Group>* part;  // where the result is kept
+        size_t nodes;              // trie nodes after the first byte (a bound on the work)
         std::vector<Group> groups;
         std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
         FlatMap emit_id, group_of;
@@ -138,6 +139,7 @@ private:
     std::vector<const Group*> groups_;
     std::vector<Hyp> hyps_;
     std::vector<Walk> walks_;
+    std::vector<int32_t> by_size_;  // walks, the largest first
     std::vector<int32_t> local_;  // a walk's eid -> the store's
 };
 

@@ -320,12 +320,7 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
 
 void LazyStore::build(int32_t q) {
     if (root_[q] >= 0) return;
-    // 1. every token's outcomes from q as rows (labels emitted, entered id) -> groups; each
-    //    label sequence is a node of the trie the rows are stored in
-    nodes_.assign(1, {-1, -1});
-    row_at_.clear();
-    rows_.clear();
-    hits_.clear();
+    // the hypotheses q's first bytes reach, and the walks of the tokens after them
     const int32_t tab = g_.tab_len;
     hyps_.clear();
     size_t n_walks = 0, walk_nodes = 0;
@@ -379,6 +374,61 @@ void LazyStore::build(int32_t q) {
         for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
     }
     for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
+    // the same walks with the same leading labels as a configuration built before: its rows
+    uint64_t h = 1469598103934665603ull;
+    for (const Hyp& hyp : hyps_) h = (h ^ (uint64_t(uintptr_t(hyp.part)) * 31 + uint32_t(hyp.lead))) * 1099511628211ull;
+    auto [known, fresh] = same_hyps_.try_emplace(h, int32_t(composed_.size()));
+    if (!fresh) {
+        const Composed& c = composed_[known];
+        if (size_t(c.n_hyps) == hyps_.size() &&
+            std::equal(hyps_.begin(), hyps_.end(), composed_hyps_.begin() + c.hyps_off,
+                       [](const Hyp& x, const Hyp& y) { return x.lead == y.lead && x.part == y.part; })) {
+            copy_rows(q, c);
+            return;
+        }
+    }
+    const int32_t base = int32_t(row_off_.size()) - 1;
+    compose(q);
+    if (fresh) {
+        composed_.push_back({q, int32_t(row_off_.size()) - 1 - base, int32_t(composed_hyps_.size()), int32_t(hyps_.size())});
+        composed_hyps_.insert(composed_hyps_.end(), hyps_.begin(), hyps_.end());
+    }
+    root_[q] = base;
+    ++n_built_;
+    refresh_views();
+}
+
+void LazyStore::copy_rows(int32_t q, const Composed& c) {
+    // the rows, edges and nodes of configuration c.cfg, appended with its node ids shifted
+    const int32_t from = root_[c.cfg], base = int32_t(row_off_.size()) - 1, shift = base - from;
+    const int32_t r0 = row_off_[from], r1 = row_off_[from + c.n_nodes], e0 = edge_off_[from],
+                  e1 = edge_off_[from + c.n_nodes];
+    const int32_t rows_at = int32_t(row_ent_.size()), edges_at = int32_t(edge_elem_.size());
+    row_ent_.resize(size_t(rows_at + r1 - r0));
+    row_set_.resize(row_ent_.size());
+    std::copy(row_ent_.begin() + r0, row_ent_.begin() + r1, row_ent_.begin() + rows_at);
+    std::copy(row_set_.begin() + r0, row_set_.begin() + r1, row_set_.begin() + rows_at);
+    edge_elem_.resize(size_t(edges_at + e1 - e0));
+    edge_child_.resize(edge_elem_.size());
+    std::copy(edge_elem_.begin() + e0, edge_elem_.begin() + e1, edge_elem_.begin() + edges_at);
+    for (int32_t e = e0; e < e1; ++e) edge_child_[edges_at + e - e0] = edge_child_[e] + shift;
+    for (int32_t v = from; v < from + c.n_nodes; ++v) {
+        row_off_.push_back(row_off_[v + 1] - r0 + rows_at);
+        edge_off_.push_back(edge_off_[v + 1] - e0 + edges_at);
+    }
+    uncond_[q] = uncond_[c.cfg];
+    root_[q] = base;
+    ++n_built_;
+    refresh_views();
+}
+
+void LazyStore::compose(int32_t q) {
+    // 1. every token's outcomes from q as rows (labels emitted, entered id) -> groups; each
+    //    label sequence is a node of the trie the rows are stored in
+    nodes_.assign(1, {-1, -1});
+    row_at_.clear();
+    rows_.clear();
+    hits_.clear();
     for (const Hyp& hyp : hyps_) {
         for (const Group& grp : *hyp.part) {
             const int32_t ent = a_.c_ent[grp.end];
@@ -450,9 +500,6 @@ void LazyStore::build(int32_t q) {
         }
         edge_off_.push_back(int32_t(edge_elem_.size()));
     }
-    root_[q] = base;
-    ++n_built_;
-    refresh_views();
 }
 
 void LazyStore::refresh_views() {

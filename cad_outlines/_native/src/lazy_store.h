@@ -91,6 +91,14 @@ private:
         const Group* grp;
         int32_t next;
     };
+    // A configuration whose rows were composed from its hypotheses (hyps_): another with the
+    // same ones copies them (most configurations differ only in what the parser has seen).
+    struct Composed {
+        int32_t cfg, n_nodes;     // its nodes: root_[cfg] .. + n_nodes
+        int32_t hyps_off, n_hyps; // its hypotheses in composed_hyps_
+    };
+    void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done
+    void copy_rows(int32_t cfg, const Composed& c);
     void walk(Walk& w) const;
     // The byte classes (byte_class) on all of whose bytes a hypothesis in `state` stays as it
     // is: one edge, back to the state, no label, outside NEWLINE. Computed on first need
@@ -140,6 +148,9 @@ private:
     std::vector<Hyp> hyps_;
     std::vector<Walk> walks_;
     std::vector<int32_t> by_size_;  // walks, the largest first
+    FlatMap same_hyps_;             // hash of a configuration's hypotheses -> composed_
+    std::vector<Composed> composed_;
+    std::vector<Hyp> composed_hyps_;
     std::vector<int32_t> local_;  // a walk's eid -> the store's
 };
 

@@ -12,6 +12,8 @@ constexpr uint8_t NL_GOES_ON = 1, NL_STARTS = 2;
 // a build's new walks share the thread pool when their first bytes' subtrees hold this many
 // trie nodes (a few hundred microseconds of walking; waking a thread costs tens)
 constexpr size_t PARALLEL_WALK_NODES = 1 << 14;
+// unions of more tokens are made in a bitset (a sort costs more from a few hundred on)
+constexpr size_t SORT_MAX = 256;
 
 static int32_t indent_step(int32_t acc, int b, int32_t tab) {
     if (b == 10) return 0;
@@ -259,7 +261,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
         for (auto [t0, t1] : grp->spans) total += size_t(t1 - t0);
     ids_.clear();
     int32_t sid;
-    if (total <= 4 * W) {  // few tokens: sort them
+    if (total <= SORT_MAX) {  // few tokens: sort them
         for (const Group* grp : groups)
             for (auto [t0, t1] : grp->spans) ids_.insert(ids_.end(), tok + t0, tok + t1);
         std::sort(ids_.begin(), ids_.end());
@@ -267,14 +269,18 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
         if (ids_.size() <= dense_from) return union_sid_.back() = intern(ids_.data(), ids_.size(), nullptr);
     }
     words_.assign(W, 0u);  // many: a bitset, no sort
-    if (!ids_.empty())
+    size_t count = ids_.size();
+    if (count) {
         for (int32_t x : ids_) words_[x >> 5] |= 1u << (x & 31);
-    else
+    } else {  // counted as set (a popcount is a library call without -mpopcnt)
         for (const Group* grp : groups)
             for (auto [t0, t1] : grp->spans)
-                for (const int32_t* x = tok + t0; x < tok + t1; ++x) words_[*x >> 5] |= 1u << (*x & 31);
-    size_t count = 0;
-    for (uint32_t w : words_) count += size_t(__builtin_popcount(w));
+                for (const int32_t* x = tok + t0; x < tok + t1; ++x) {
+                    const uint32_t before = words_[*x >> 5];
+                    words_[*x >> 5] = before | 1u << (*x & 31);
+                    count += words_[*x >> 5] != before;
+                }
+    }
     if (count > dense_from) {
         sid = intern(nullptr, count, words_.data());
     } else {

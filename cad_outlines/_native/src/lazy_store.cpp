@@ -92,19 +92,92 @@ void LazyStore::walk(Walk& w) const {
     w.front_at.clear();
     w.fronts.clear();
     w.front_items.clear();
+    w.moves.clear();
     w.walked = 0;
-    if (w.front.size() <= size_t(t.max_depth)) w.front.resize(size_t(t.max_depth) + 1);
+    w.at_depth.resize(size_t(t.max_depth) + 1);
     auto extend = [&](int32_t eid, int32_t label) {
         auto [id, fresh] = w.emit_id.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label),
                                                  int32_t(w.emitted.size()));
         if (fresh) w.emitted.push_back({eid, label});
         return id;
     };
-    // the tokens t0 .. t1 of the trie's list join each item's group (preorder: a group's
-    // tokens from consecutive nodes are one range)
-    auto record = [&](int32_t t0, int32_t t1, std::vector<Item>& items) {
+    // the hypotheses after byte c from those in from[0 .. n) (lexemes going on, ending, starting)
+    const int32_t tab = g_.tab_len;
+    auto step = [&](const Item* from, size_t n_from, int c, std::vector<Item>& to) {
+        to.clear();
+        for (const Item* it = from; it < from + n_from; ++it) {
+            const int64_t k = int64_t(it->state) * 256 + c;
+            for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
+                const uint8_t kind = a_.kind[e];
+                int32_t acc2 = 0;
+                bool abs2 = false;
+                if (kind == NL_GOES_ON) {
+                    acc2 = indent_step(it->acc, c, tab);
+                    abs2 = it->absolute || c == 10;
+                } else if (kind == NL_STARTS) {
+                    acc2 = indent_step(NO_LINE_BREAK, c, tab);
+                    abs2 = true;
+                }
+                int32_t lab = a_.lab[e];
+                if (a_.ends_nl[e]) {
+                    if (acc2 < 0) continue;  // lark's Indenter cannot read a NEWLINE with no line break
+                    if (lab >= 0) lab = INDENT_BASE + 2 * acc2 + int32_t(abs2);
+                }
+                const int32_t st2 = a_.nxt[e];
+                const int32_t eid2 = lab >= 0 ? extend(it->eid, lab) : it->eid;
+                if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
+                bool seen = false;
+                for (const Item& o : to)
+                    if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
+                        seen = true;
+                        break;
+                    }
+                if (seen) continue;
+                Item& n = to.emplace_back();  // field by field: a whole Item built aside stalls the copy
+                n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2, n.group = -1;
+            }
+        }
+    };
+    // The walk's fronts (the hypotheses at a node) are interned, and the front after each
+    // (front, byte) is remembered: most nodes repeat a step taken before (a lexeme going on).
+    auto same = [](const Item* x, const Item* y, size_t n) {
+        for (size_t k = 0; k < n; ++k)
+            if (x[k].state != y[k].state || x[k].acc != y[k].acc || x[k].absolute != y[k].absolute ||
+                x[k].eid != y[k].eid)
+                return false;
+        return true;
+    };
+    auto intern_front = [&](const std::vector<Item>& f) {
+        uint64_t h = 1469598103934665603ull;
+        for (const Item& it : f)
+            h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
+                      it.absolute)) * 1099511628211ull;
+        const int32_t id = int32_t(w.fronts.size());
+        auto [head, fresh] = w.front_at.try_emplace(h, id);
+        if (!fresh)
+            for (int32_t v = head; v >= 0; v = w.fronts[v].next)
+                if (size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size()))
+                    return v;
+        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), fresh ? -1 : w.fronts[head].next, 0, 0});
+        if (!fresh) w.fronts[head].next = id;
+        w.front_items.insert(w.front_items.end(), f.begin(), f.end());
+        return id;
+    };
+    auto next_front = [&](int32_t f, int c) {  // -1: no hypothesis left
+        const uint64_t key = uint64_t(f) << 8 | uint64_t(c);
+        const int32_t known = w.moves.find(key);
+        if (known >= 0) return known - 1;
+        step(w.front_items.data() + w.fronts[f].off, size_t(w.fronts[f].len), c, w.probe);
+        const int32_t id = w.probe.empty() ? -1 : intern_front(w.probe);
+        w.moves.try_emplace(key, id + 1);
+        return id;
+    };
+    // the tokens t0 .. t1 of the trie's list join the group of each hypothesis of front f
+    // (preorder: a group's tokens from consecutive nodes are one range)
+    auto record = [&](int32_t t0, int32_t t1, int32_t f) {
         if (t0 == t1) return;
-        for (Item& it : items) {
+        for (int32_t n = 0; n < w.fronts[f].len; ++n) {
+            Item& it = w.front_items[size_t(w.fronts[f].off + n)];
             if (it.group < 0) {
                 auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid),
                                                              int32_t(w.groups.size()));
@@ -118,101 +191,43 @@ void LazyStore::walk(Walk& w) const {
                 spans.push_back({t0, t1});
         }
     };
-    // the hypotheses after byte c from those in `from` (lexemes going on, ending, starting)
-    const int32_t tab = g_.tab_len;
-    auto step = [&](const std::vector<Item>& from, int c, std::vector<Item>& to) {
-        to.clear();
-        for (const Item& it : from) {
-            const int64_t k = int64_t(it.state) * 256 + c;
-            for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
-                const uint8_t kind = a_.kind[e];
-                int32_t acc2 = 0;
-                bool abs2 = false;
-                if (kind == NL_GOES_ON) {
-                    acc2 = indent_step(it.acc, c, tab);
-                    abs2 = it.absolute || c == 10;
-                } else if (kind == NL_STARTS) {
-                    acc2 = indent_step(NO_LINE_BREAK, c, tab);
-                    abs2 = true;
-                }
-                int32_t lab = a_.lab[e];
-                if (a_.ends_nl[e]) {
-                    if (acc2 < 0) continue;  // lark's Indenter cannot read a NEWLINE with no line break
-                    if (lab >= 0) lab = INDENT_BASE + 2 * acc2 + int32_t(abs2);
-                }
-                const int32_t st2 = a_.nxt[e];
-                const int32_t eid2 = lab >= 0 ? extend(it.eid, lab) : it.eid;
-                if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
-                bool seen = false;
-                for (const Item& o : to)
-                    if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
-                        seen = true;
-                        break;
-                    }
-                if (seen) continue;
-                Item& n = to.emplace_back();  // field by field: a whole Item built aside stalls the copy
-                n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2;
-                // the same state and labels: the same group (a self-loop, most bytes of most lexemes)
-                n.group = st2 == it.state && eid2 == it.eid ? it.group : -1;
-            }
-        }
-    };
-    // whether step(f, c) is f again for every byte c of the classes: for one hypothesis that
-    // stays as it is, from the state alone; else each class is tried byte by byte once per
-    // front (as a NAME goes on, [NAME ended here, NAME going on] is such a front)
-    auto settled = [&](const std::vector<Item>& f, uint64_t classes) {
+    // whether front f comes back after every byte of the classes: for hypotheses that each
+    // stay as they are, from their states alone; else each class is tried byte by byte once
+    // (as a NAME goes on, [NAME ended here, NAME going on] is such a front)
+    auto settled = [&](int32_t f, uint64_t classes) {
         bool alone = true;
-        for (size_t n = 0; alone && n < f.size(); ++n) alone = (classes & ~stays(f[n].state)) == 0;
+        for (int32_t n = 0; alone && n < w.fronts[f].len; ++n)
+            alone = (classes & ~stays(w.front_items[size_t(w.fronts[f].off + n)].state)) == 0;
         if (alone) return true;
-        uint64_t h = 1469598103934665603ull;
-        for (const Item& it : f)
-            h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
-                      it.absolute)) * 1099511628211ull;
-        auto same = [&](const Item* x, const std::vector<Item>& y) {
-            for (size_t n = 0; n < y.size(); ++n)
-                if (x[n].state != y[n].state || x[n].acc != y[n].acc || x[n].absolute != y[n].absolute ||
-                    x[n].eid != y[n].eid)
-                    return false;
-            return true;
-        };
-        auto [m, fresh] = w.front_at.try_emplace(h, int32_t(w.fronts.size()));
-        if (fresh) {
-            w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), 0, 0});
-            w.front_items.insert(w.front_items.end(), f.begin(), f.end());
-        } else if (size_t(w.fronts[m].len) != f.size() || !same(w.front_items.data() + w.fronts[m].off, f)) {
-            return false;  // another front of the same hash: not remembered (rare)
-        }
-        Walk::Front& known = w.fronts[m];
-        if (classes & known.moves) return false;
-        for (uint64_t todo = classes & ~known.settles; todo; todo &= todo - 1) {
+        if (classes & w.fronts[f].moves) return false;
+        for (uint64_t todo = classes & ~w.fronts[f].settles; todo; todo &= todo - 1) {
             const int k = __builtin_ctzll(todo);
-            for (int n = class_off_[k]; n < class_off_[k + 1]; ++n) {
-                step(f, class_bytes_[n], w.probe);
-                if (w.probe.size() != f.size() || !same(w.probe.data(), f)) {
-                    known.moves |= uint64_t(1) << k;
+            for (int n = class_off_[k]; n < class_off_[k + 1]; ++n)
+                if (next_front(f, class_bytes_[n]) != f) {
+                    w.fronts[f].moves |= uint64_t(1) << k;
                     return false;
                 }
-            }
-            known.settles |= uint64_t(1) << k;
+            w.fronts[f].settles |= uint64_t(1) << k;
         }
         return true;
     };
     const int32_t r = t.first_child[w.first_byte];
-    w.front[1].assign(1, Item{w.state, w.acc, w.absolute, 0});
-    record(t.tok_off[r], t.tok_off[r + 1], w.front[1]);
+    w.probe.assign(1, Item{w.state, w.acc, w.absolute, 0});
+    w.at_depth[1] = intern_front(w.probe);
+    record(t.tok_off[r], t.tok_off[r + 1], w.at_depth[1]);
     for (int32_t i = r + 1, end = t.subtree_end[r]; i < end;) {
-        std::vector<Item>& nxt = w.front[t.depth[i]];
-        step(w.front[t.depth[i] - 1], t.byte[i], nxt);
+        const int32_t f = next_front(w.at_depth[size_t(t.depth[i] - 1)], t.byte[i]);
         ++w.walked;
-        if (nxt.empty()) {
+        if (f < 0) {
             i = t.subtree_end[i];  // no token through here can be lexed: skip them all
             continue;
         }
-        record(t.tok_off[i], t.tok_off[i + 1], nxt);
+        w.at_depth[size_t(t.depth[i])] = f;
+        record(t.tok_off[i], t.tok_off[i + 1], f);
         // the same hypotheses at every node below: the subtree's tokens are theirs at once
         const int32_t stop = t.subtree_end[i];
-        if (stop > i + 1 && settled(nxt, t.below[i])) {
-            record(t.tok_off[i + 1], t.tok_off[stop], nxt);
+        if (stop > i + 1 && settled(f, t.below[i])) {
+            record(t.tok_off[i + 1], t.tok_off[stop], f);
             w.walked += size_t(stop - i - 1);  // as if walked node by node
             i = stop;
             continue;

@@ -66,15 +66,18 @@ private:
         std::vector<Group> groups;
         std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
         FlatMap emit_id, group_of;
-        std::vector<std::vector<Item>> front;
-        // fronts met, with the byte classes known to leave them as they are or not
+        // fronts (the hypotheses at a node), interned, with the byte classes known to bring
+        // them back or not; the front after (front, byte)
         struct Front {
             int32_t off, len;  // in front_items
+            int32_t next;      // the next front of the same hash
             uint64_t settles, moves;
         };
         FlatMap front_at;  // hash -> fronts
         std::vector<Front> fronts;
         std::vector<Item> front_items, probe;
+        FlatMap moves;                  // front << 8 | byte -> front + 1 (0: none)
+        std::vector<int32_t> at_depth;  // the front at each depth of the current path
         size_t walked = 0;
     };
     // The hypothesis an edge of the configuration's first byte reaches, and its walk.

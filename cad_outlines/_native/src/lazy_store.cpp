@@ -158,7 +158,9 @@ void LazyStore::walk(Walk& w) const {
             for (int32_t v = head; v >= 0; v = w.fronts[v].next)
                 if (size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size()))
                     return v;
-        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), fresh ? -1 : w.fronts[head].next, 0, 0});
+        uint64_t keep = ~STAYS_KNOWN;  // the classes on which every hypothesis stays as it is
+        for (const Item& it : f) keep &= stays(it.state);
+        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), fresh ? -1 : w.fronts[head].next, keep, 0});
         if (!fresh) w.fronts[head].next = id;
         w.front_items.insert(w.front_items.end(), f.begin(), f.end());
         return id;
@@ -191,14 +193,11 @@ void LazyStore::walk(Walk& w) const {
                 spans.push_back({t0, t1});
         }
     };
-    // whether front f comes back after every byte of the classes: for hypotheses that each
-    // stay as they are, from their states alone; else each class is tried byte by byte once
-    // (as a NAME goes on, [NAME ended here, NAME going on] is such a front)
+    // whether front f comes back after every byte of the classes: known from the states of
+    // hypotheses that each stay as they are; else each class is tried byte by byte once (as a
+    // NAME goes on, [NAME ended here, NAME going on] is such a front)
     auto settled = [&](int32_t f, uint64_t classes) {
-        bool alone = true;
-        for (int32_t n = 0; alone && n < w.fronts[f].len; ++n)
-            alone = (classes & ~stays(w.front_items[size_t(w.fronts[f].off + n)].state)) == 0;
-        if (alone) return true;
+        if ((classes & ~w.fronts[f].settles) == 0) return true;
         if (classes & w.fronts[f].moves) return false;
         for (uint64_t todo = classes & ~w.fronts[f].settles; todo; todo &= todo - 1) {
             const int k = __builtin_ctzll(todo);

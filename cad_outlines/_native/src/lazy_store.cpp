@@ -24,11 +24,12 @@ static int32_t indent_step(int32_t acc, int b, int32_t tab) {
 LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie)
     : g_(g), a_(a), trie_(std::move(trie)), stays_(new std::atomic<uint64_t>[g.n_configs()]) {
     for (size_t i = 0; i < g.n_configs(); ++i) stays_[i].store(0, std::memory_order_relaxed);
-    for (int c = 0; c < 256; ++c) ++class_off_[__builtin_ctzll(byte_class(uint8_t(c))) + 1];
+    for (int c = 0; c < 256; ++c) class_of_[c] = byte_class(uint8_t(c));
+    for (int c = 0; c < 256; ++c) ++class_off_[__builtin_ctzll(class_of_[c]) + 1];
     for (int k = 0; k < 64; ++k) class_off_[k + 1] += class_off_[k];
     int fill[64];
     std::copy(class_off_, class_off_ + 64, fill);
-    for (int c = 0; c < 256; ++c) class_bytes_[fill[__builtin_ctzll(byte_class(uint8_t(c)))]++] = uint8_t(c);
+    for (int c = 0; c < 256; ++c) class_bytes_[fill[__builtin_ctzll(class_of_[c])]++] = uint8_t(c);
     emitted_.push_back({-1, -1});
     root_.assign(g.n_configs(), -1);
     uncond_.assign(g.n_configs(), -1);
@@ -71,12 +72,11 @@ constexpr uint64_t STAYS_KNOWN = uint64_t(1) << 63;  // no byte class uses the t
 uint64_t LazyStore::stays(int32_t state) const {
     uint64_t known = stays_[state].load(std::memory_order_relaxed);
     if (known) return known;
-    uint64_t out = ~uint64_t(0);
-    for (int c = 0; c < 256; ++c) {
-        const int64_t k = int64_t(state) * 256 + c, e = a_.ptr[k];
-        const bool stay = !a_.in_nl[state] && a_.ptr[k + 1] == e + 1 && a_.nxt[e] == state && a_.lab[e] < 0 &&
-                          !a_.ends_nl[e];
-        if (!stay) out &= ~byte_class(uint8_t(c));
+    uint64_t out = a_.in_nl[state] ? 0 : ~STAYS_KNOWN;
+    const int64_t* ptr = a_.ptr.p + int64_t(state) * 256;
+    for (int c = 0; c < 256 && out; ++c) {
+        const int64_t e = ptr[c];
+        if (ptr[c + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
     }
     out |= STAYS_KNOWN;
     stays_[state].store(out, std::memory_order_relaxed);

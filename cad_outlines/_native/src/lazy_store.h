@@ -120,6 +120,7 @@ private:
     ByteAutomatonView a_;
     std::shared_ptr<const VocabTrie> trie_;
     std::unique_ptr<std::atomic<uint64_t>[]> stays_;  // per state; 0: not computed yet
+    uint64_t class_of_[256];                            // byte_class of each byte
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
     std::unordered_map<uint64_t, std::vector<Group>> parts_;

@@ -7,7 +7,10 @@
 // The walk of the tokens after their first byte depends only on the hypothesis that byte
 // reached (automaton state, NEWLINE indentation so far), so it is memoised per
 // (hypothesis, first byte) and shared by every configuration that reaches it: after the
-// first few configurations most are composed from walks already done.
+// first few configurations most are composed from walks already done, and many copy the
+// rows of one with the same walks. A build's new walks run on the thread pool; a walk
+// remembers its steps and takes whole the subtrees below which nothing changes. Whatever
+// ran first, results are kept in one order: the store is the same on every run.
 #pragma once
 
 #include <atomic>
@@ -97,8 +100,8 @@ private:
     // A configuration whose rows were composed from its hypotheses (hyps_): another with the
     // same ones copies them (most configurations differ only in what the parser has seen).
     struct Composed {
-        int32_t cfg, n_nodes;     // its nodes: root_[cfg] .. + n_nodes
-        int32_t hyps_off, n_hyps; // its hypotheses in composed_hyps_
+        int32_t cfg, n_nodes;      // its nodes: root_[cfg] .. + n_nodes
+        int32_t hyps_off, n_hyps;  // its hypotheses in composed_hyps_
     };
     void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done
     void copy_rows(int32_t cfg, const Composed& c);
@@ -133,6 +136,9 @@ private:
     // unions already interned, by their sorted group ids: most rows recur in later builds
     FlatMap union_index_;                                               // key hash -> an entry
     std::vector<int32_t> union_off_, union_gids_, union_sid_, union_next_;  // entry -> key, set id, chain
+    FlatMap same_hyps_;  // hash of a configuration's hypotheses -> composed_
+    std::vector<Composed> composed_;
+    std::vector<Hyp> composed_hyps_;
     size_t n_built_ = 0, walked_ = 0;
     // the store arrays the grammar's views point into
     std::vector<int32_t> root_, uncond_, edge_off_, edge_elem_, edge_child_, row_off_, row_ent_, row_set_;
@@ -152,10 +158,7 @@ private:
     std::vector<Hyp> hyps_;
     std::vector<Walk> walks_;
     std::vector<int32_t> by_size_;  // walks, the largest first
-    FlatMap same_hyps_;             // hash of a configuration's hypotheses -> composed_
-    std::vector<Composed> composed_;
-    std::vector<Hyp> composed_hyps_;
-    std::vector<int32_t> local_;  // a walk's eid -> the store's
+    std::vector<int32_t> local_;    // a walk's eid -> the store's
 };
 
 }  // namespace cad

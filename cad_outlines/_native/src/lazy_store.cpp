@@ -1,14 +1,19 @@
 #include "lazy_store.h"
 
 #include <algorithm>
-#include <map>
 
+#include "batch.h"
 #include "lexer.h"
 
 namespace cad {
 
 // edge kinds of the byte automaton (engine/lexer_index.py)
 constexpr uint8_t NL_GOES_ON = 1, NL_STARTS = 2;
+// a build's new walks share the thread pool when their first bytes' subtrees hold this many
+// trie nodes (a few hundred microseconds of walking; waking a thread costs tens)
+constexpr size_t PARALLEL_WALK_NODES = 1 << 14;
+// unions of more tokens are made in a bitset (a sort costs more from a few hundred on)
+constexpr size_t SORT_MAX = 256;
 
 static int32_t indent_step(int32_t acc, int b, int32_t tab) {
     if (b == 10) return 0;
@@ -17,7 +22,14 @@ static int32_t indent_step(int32_t acc, int b, int32_t tab) {
 }
 
 LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie)
-    : g_(g), a_(a), trie_(std::move(trie)) {
+    : g_(g), a_(a), trie_(std::move(trie)), stays_(new std::atomic<uint64_t>[g.n_configs()]) {
+    for (size_t i = 0; i < g.n_configs(); ++i) stays_[i].store(0, std::memory_order_relaxed);
+    for (int c = 0; c < 256; ++c) class_of_[c] = byte_class(uint8_t(c));
+    for (int c = 0; c < 256; ++c) ++class_off_[__builtin_ctzll(class_of_[c]) + 1];
+    for (int k = 0; k < 64; ++k) class_off_[k + 1] += class_off_[k];
+    int fill[64];
+    std::copy(class_off_, class_off_ + 64, fill);
+    for (int c = 0; c < 256; ++c) class_bytes_[fill[__builtin_ctzll(class_of_[c])]++] = uint8_t(c);
     emitted_.push_back({-1, -1});
     root_.assign(g.n_configs(), -1);
     uncond_.assign(g.n_configs(), -1);
@@ -27,61 +39,81 @@ LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const Voca
 }
 
 int32_t LazyStore::extend(int32_t eid, int32_t label) {
-    uint64_t key = (uint64_t(uint32_t(eid)) << 32) | uint32_t(label);
-    auto it = emit_id_.find(key);
-    if (it != emit_id_.end()) return it->second;
-    int32_t id = int32_t(emitted_.size());
-    emitted_.push_back({eid, label});
-    emit_id_.emplace(key, id);
+    auto [id, fresh] = emit_id_.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label), int32_t(emitted_.size()));
+    if (fresh) emitted_.push_back({eid, label});
     return id;
 }
 
-void LazyStore::emitted_of(int32_t eid, std::vector<int32_t>& out) const {
-    size_t start = out.size();
-    for (; eid > 0; eid = emitted_[eid].first) out.push_back(emitted_[eid].second);
-    std::reverse(out.begin() + start, out.end());
+int32_t LazyStore::prepend(int32_t label, int32_t eid) {
+    if (eid == 0) return extend(0, label);
+    const uint64_t key = (uint64_t(uint32_t(label)) << 32) | uint32_t(eid);
+    const int32_t found = prepend_.find(key);
+    if (found >= 0) return found;
+    const auto [parent, last] = emitted_[eid];
+    const int32_t id = extend(prepend(label, parent), last);
+    prepend_.try_emplace(key, id);
+    return id;
 }
 
-const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc, bool absolute, int b) {
-    uint64_t key = ((((uint64_t(uint32_t(state)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
-                   uint64_t(uint32_t(acc + 1));
-    auto found = parts_.find(key);
-    if (found != parts_.end()) return found->second;
-    std::vector<Group>& out = parts_[key];
-    std::unordered_map<uint64_t, int32_t> group_of;
-    auto record = [&](int32_t node, std::vector<Item>& items) {
-        int32_t t0 = trie_->tok_off[node], t1 = trie_->tok_off[node + 1];
-        if (t0 == t1) return;
-        for (Item& it : items) {
-            if (it.group < 0) {
-                uint64_t gk = (uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid);
-                auto [pos, fresh] = group_of.emplace(gk, int32_t(out.size()));
-                if (fresh) out.push_back(Group{it.state, it.eid, {}});
-                it.group = pos->second;
-            }
-            auto& toks = out[it.group].tokens;
-            toks.insert(toks.end(), trie_->tok_ids.begin() + t0, trie_->tok_ids.begin() + t1);
-        }
+int32_t LazyStore::node_of(int32_t eid) {
+    if (eid == 0) return 0;
+    if (node_at_.size() < emitted_.size()) node_at_.resize(emitted_.size(), -1);
+    if (node_at_[eid] >= 0) return node_at_[eid];
+    const auto [parent, label] = emitted_[eid];
+    const int32_t up = node_of(parent), node = int32_t(nodes_.size());
+    nodes_.push_back({up, label});
+    node_at_[eid] = node;
+    touched_.push_back(eid);
+    return node;
+}
+
+constexpr uint64_t STAYS_KNOWN = uint64_t(1) << 63;  // no byte class uses the top bit
+
+uint64_t LazyStore::stays(int32_t state) const {
+    uint64_t known = stays_[state].load(std::memory_order_relaxed);
+    if (known) return known;
+    uint64_t out = a_.in_nl[state] ? 0 : ~STAYS_KNOWN;
+    const int64_t* ptr = a_.ptr.p + int64_t(state) * 256;
+    for (int c = 0; c < 256 && out; ++c) {
+        const int64_t e = ptr[c];
+        if (ptr[c + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
+    }
+    out |= STAYS_KNOWN;
+    stays_[state].store(out, std::memory_order_relaxed);
+    return out;
+}
+
+void LazyStore::walk(Walk& w) const {
+    const VocabTrie& t = *trie_;
+    w.groups.clear();
+    w.emitted.assign(1, {-1, -1});
+    w.emit_id.clear();
+    w.group_of.clear();
+    w.front_at.clear();
+    w.fronts.clear();
+    w.front_items.clear();
+    w.moves.clear();
+    w.walked = 0;
+    w.at_depth.resize(size_t(t.max_depth) + 1);
+    auto extend = [&](int32_t eid, int32_t label) {
+        auto [id, fresh] = w.emit_id.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label),
+                                                 int32_t(w.emitted.size()));
+        if (fresh) w.emitted.push_back({eid, label});
+        return id;
     };
+    // the hypotheses after byte c from those in from[0 .. n) (lexemes going on, ending, starting)
     const int32_t tab = g_.tab_len;
-    std::vector<std::vector<Item>> front(size_t(trie_->max_depth) + 1);
-    const int32_t r = trie_->first_child[b];
-    front[1].push_back(Item{state, acc, absolute, 0});
-    record(r, front[1]);
-    for (int32_t i = r + 1, end = trie_->subtree_end[r]; i < end;) {
-        const int32_t d = trie_->depth[i];
-        const int c = trie_->byte[i];
-        std::vector<Item>& nxt = front[d];
-        nxt.clear();
-        for (const Item& it : front[d - 1]) {
-            const int64_t k = int64_t(it.state) * 256 + c;
+    auto step = [&](const Item* from, size_t n_from, int c, std::vector<Item>& to) {
+        to.clear();
+        for (const Item* it = from; it < from + n_from; ++it) {
+            const int64_t k = int64_t(it->state) * 256 + c;
             for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
                 const uint8_t kind = a_.kind[e];
                 int32_t acc2 = 0;
                 bool abs2 = false;
                 if (kind == NL_GOES_ON) {
-                    acc2 = indent_step(it.acc, c, tab);
-                    abs2 = it.absolute || c == 10;
+                    acc2 = indent_step(it->acc, c, tab);
+                    abs2 = it->absolute || c == 10;
                 } else if (kind == NL_STARTS) {
                     acc2 = indent_step(NO_LINE_BREAK, c, tab);
                     abs2 = true;
@@ -92,48 +124,186 @@ const std::vector<LazyStore::Group>& LazyStore::part(int32_t state, int32_t acc,
                     if (lab >= 0) lab = INDENT_BASE + 2 * acc2 + int32_t(abs2);
                 }
                 const int32_t st2 = a_.nxt[e];
-                const int32_t eid2 = lab >= 0 ? extend(it.eid, lab) : it.eid;
+                const int32_t eid2 = lab >= 0 ? extend(it->eid, lab) : it->eid;
                 if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
-                // the same state and labels: the same group (a self-loop, most bytes of most lexemes)
-                Item n{st2, acc2, abs2, eid2, st2 == it.state && eid2 == it.eid ? it.group : -1};
-                if (nxt.empty() || std::find(nxt.begin(), nxt.end(), n) == nxt.end()) nxt.push_back(n);
+                bool seen = false;
+                for (const Item& o : to)
+                    if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
+                        seen = true;
+                        break;
+                    }
+                if (seen) continue;
+                Item& n = to.emplace_back();  // field by field: a whole Item built aside stalls the copy
+                n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2, n.group = -1;
             }
         }
-        ++walked_;
-        if (nxt.empty()) {
-            i = trie_->subtree_end[i];  // no token through here can be lexed: skip them all
+    };
+    // The walk's fronts (the hypotheses at a node) are interned, and the front after each
+    // (front, byte) is remembered: most nodes repeat a step taken before (a lexeme going on).
+    auto same = [](const Item* x, const Item* y, size_t n) {
+        for (size_t k = 0; k < n; ++k)
+            if (x[k].state != y[k].state || x[k].acc != y[k].acc || x[k].absolute != y[k].absolute ||
+                x[k].eid != y[k].eid)
+                return false;
+        return true;
+    };
+    auto intern_front = [&](const std::vector<Item>& f) {
+        uint64_t h = 1469598103934665603ull;
+        for (const Item& it : f)
+            h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
+                      it.absolute)) * 1099511628211ull;
+        const int32_t id = int32_t(w.fronts.size());
+        auto [head, fresh] = w.front_at.try_emplace(h, id);
+        if (!fresh)
+            for (int32_t v = head; v >= 0; v = w.fronts[v].next)
+                if (size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size()))
+                    return v;
+        uint64_t keep = ~STAYS_KNOWN;  // the classes on which every hypothesis stays as it is
+        for (const Item& it : f) keep &= stays(it.state);
+        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), fresh ? -1 : w.fronts[head].next, keep, 0});
+        if (!fresh) w.fronts[head].next = id;
+        w.front_items.insert(w.front_items.end(), f.begin(), f.end());
+        return id;
+    };
+    auto next_front = [&](int32_t f, int c) {  // -1: no hypothesis left
+        const uint64_t key = uint64_t(f) << 8 | uint64_t(c);
+        const int32_t known = w.moves.find(key);
+        if (known >= 0) return known - 1;
+        step(w.front_items.data() + w.fronts[f].off, size_t(w.fronts[f].len), c, w.probe);
+        const int32_t id = w.probe.empty() ? -1 : intern_front(w.probe);
+        w.moves.try_emplace(key, id + 1);
+        return id;
+    };
+    // the tokens t0 .. t1 of the trie's list join the group of each hypothesis of front f
+    // (preorder: a group's tokens from consecutive nodes are one range)
+    auto record = [&](int32_t t0, int32_t t1, int32_t f) {
+        if (t0 == t1) return;
+        for (int32_t n = 0; n < w.fronts[f].len; ++n) {
+            Item& it = w.front_items[size_t(w.fronts[f].off + n)];
+            if (it.group < 0) {
+                auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid),
+                                                             int32_t(w.groups.size()));
+                if (fresh) w.groups.push_back(Group{it.state, it.eid, -1, {}});
+                it.group = group;
+            }
+            auto& spans = w.groups[it.group].spans;
+            if (!spans.empty() && spans.back().second == t0)
+                spans.back().second = t1;
+            else
+                spans.push_back({t0, t1});
+        }
+    };
+    // whether front f comes back after every byte of the classes: known from the states of
+    // hypotheses that each stay as they are; else each class is tried byte by byte once (as a
+    // NAME goes on, [NAME ended here, NAME going on] is such a front)
+    auto settled = [&](int32_t f, uint64_t classes) {
+        if ((classes & ~w.fronts[f].settles) == 0) return true;
+        if (classes & w.fronts[f].moves) return false;
+        for (uint64_t todo = classes & ~w.fronts[f].settles; todo; todo &= todo - 1) {
+            const int k = __builtin_ctzll(todo);
+            for (int n = class_off_[k]; n < class_off_[k + 1]; ++n)
+                if (next_front(f, class_bytes_[n]) != f) {
+                    w.fronts[f].moves |= uint64_t(1) << k;
+                    return false;
+                }
+            w.fronts[f].settles |= uint64_t(1) << k;
+        }
+        return true;
+    };
+    const int32_t r = t.first_child[w.first_byte];
+    w.probe.assign(1, Item{w.state, w.acc, w.absolute, 0});
+    w.at_depth[1] = intern_front(w.probe);
+    record(t.tok_off[r], t.tok_off[r + 1], w.at_depth[1]);
+    for (int32_t i = r + 1, end = t.subtree_end[r]; i < end;) {
+        const int32_t f = next_front(w.at_depth[size_t(t.depth[i] - 1)], t.byte[i]);
+        ++w.walked;
+        if (f < 0) {
+            i = t.subtree_end[i];  // no token through here can be lexed: skip them all
             continue;
         }
-        record(i, nxt);
+        w.at_depth[size_t(t.depth[i])] = f;
+        record(t.tok_off[i], t.tok_off[i + 1], f);
+        // the same hypotheses at every node below: the subtree's tokens are theirs at once
+        const int32_t stop = t.subtree_end[i];
+        if (stop > i + 1 && settled(f, t.below[i])) {
+            record(t.tok_off[i + 1], t.tok_off[stop], f);
+            w.walked += size_t(stop - i - 1);  // as if walked node by node
+            i = stop;
+            continue;
+        }
         ++i;
     }
-    return out;
 }
 
-int32_t LazyStore::intern_union(const std::vector<const std::vector<int32_t>*>& lists) {
+void LazyStore::keep(Walk& w) {
+    local_.assign(w.emitted.size(), 0);
+    for (size_t l = 1; l < w.emitted.size(); ++l)  // a parent's id is below its children's
+        local_[l] = extend(local_[w.emitted[l].first], w.emitted[l].second);
+    for (Group& grp : w.groups) {
+        grp.eid = local_[grp.eid];
+        grp.id = n_groups_++;
+    }
+    *w.part = std::move(w.groups);
+    walked_ += w.walked;
+}
+
+int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
+    // the same groups make the same set: look their ids up before building the union
+    ids_.clear();
+    for (const Group* grp : groups) ids_.push_back(grp->id);
+    std::sort(ids_.begin(), ids_.end());
+    ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+    uint64_t h = 1469598103934665603ull ^ ids_.size();
+    for (int32_t x : ids_) h = (h ^ uint32_t(x)) * 1099511628211ull;
+    const int32_t u = int32_t(union_sid_.size());
+    auto [head, fresh] = union_index_.try_emplace(h, u);
+    if (!fresh)
+        for (int32_t v = head; v >= 0; v = union_next_[v])
+            if (size_t(union_off_[v + 1] - union_off_[v]) == ids_.size() &&
+                std::equal(ids_.begin(), ids_.end(), union_gids_.begin() + union_off_[v]))
+                return union_sid_[v];
+    if (union_off_.empty()) union_off_.push_back(0);
+    union_gids_.insert(union_gids_.end(), ids_.begin(), ids_.end());
+    union_off_.push_back(int32_t(union_gids_.size()));
+    union_sid_.push_back(-1);
+    union_next_.push_back(fresh ? -1 : union_next_[head]);  // chained after the head
+    if (!fresh) union_next_[head] = u;
     const size_t W = size_t(g_.n_words), dense_from = std::max<size_t>(64, W / 2);  // as flat_grammar.py
     size_t total = 0;
-    for (auto* l : lists) total += l->size();
+    const int32_t* tok = trie_->tok_ids.data();
+    for (const Group* grp : groups)
+        for (auto [t0, t1] : grp->spans) total += size_t(t1 - t0);
     ids_.clear();
-    if (total <= 4 * W) {  // few tokens: sort them
-        for (auto* l : lists) ids_.insert(ids_.end(), l->begin(), l->end());
+    int32_t sid;
+    if (total <= SORT_MAX) {  // few tokens: sort them
+        for (const Group* grp : groups)
+            for (auto [t0, t1] : grp->spans) ids_.insert(ids_.end(), tok + t0, tok + t1);
         std::sort(ids_.begin(), ids_.end());
         ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
-        if (ids_.size() <= dense_from) return intern(ids_.data(), ids_.size(), nullptr);
+        if (ids_.size() <= dense_from) return union_sid_.back() = intern(ids_.data(), ids_.size(), nullptr);
     }
     words_.assign(W, 0u);  // many: a bitset, no sort
-    if (!ids_.empty())
+    size_t count = ids_.size();
+    if (count) {
         for (int32_t x : ids_) words_[x >> 5] |= 1u << (x & 31);
-    else
-        for (auto* l : lists)
-            for (int32_t x : *l) words_[x >> 5] |= 1u << (x & 31);
-    size_t count = 0;
-    for (uint32_t w : words_) count += size_t(__builtin_popcount(w));
-    if (count > dense_from) return intern(nullptr, count, words_.data());
-    ids_.clear();
-    for (size_t i = 0; i < W; ++i)
-        for (uint32_t w = words_[i]; w; w &= w - 1) ids_.push_back(int32_t(i * 32 + __builtin_ctz(w)));
-    return intern(ids_.data(), ids_.size(), nullptr);
+    } else {  // counted as set (a popcount is a library call without -mpopcnt)
+        for (const Group* grp : groups)
+            for (auto [t0, t1] : grp->spans)
+                for (const int32_t* x = tok + t0; x < tok + t1; ++x) {
+                    const uint32_t before = words_[*x >> 5];
+                    words_[*x >> 5] = before | 1u << (*x & 31);
+                    count += words_[*x >> 5] != before;
+                }
+    }
+    if (count > dense_from) {
+        sid = intern(nullptr, count, words_.data());
+    } else {
+        ids_.clear();
+        for (size_t i = 0; i < W; ++i)
+            for (uint32_t w = words_[i]; w; w &= w - 1) ids_.push_back(int32_t(i * 32 + __builtin_ctz(w)));
+        sid = intern(ids_.data(), ids_.size(), nullptr);
+    }
+    return union_sid_.back() = sid;
 }
 
 int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
@@ -144,14 +314,17 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
         for (size_t i = 0; i < W; ++i) h = (h ^ words[i]) * 1099511628211ull;
     else
         for (size_t i = 0; i < n; ++i) h = (h ^ uint32_t(ids[i])) * 1099511628211ull;
-    auto& same = set_index_[h];
-    for (int32_t sid : same) {
-        if (size_t(s_len_[sid]) != n || bool(s_kind_[sid]) != bool(words)) continue;
-        if (words ? std::equal(words, words + W, s_words_.begin() + s_off_[sid])
-                  : std::equal(ids, ids + n, s_ids_.begin() + s_off_[sid]))
-            return sid;
-    }
     const int32_t sid = int32_t(s_kind_.size());
+    auto [head, fresh] = set_index_.try_emplace(h, sid);
+    if (!fresh)
+        for (int32_t v = head; v >= 0; v = s_next_[v]) {
+            if (size_t(s_len_[v]) != n || bool(s_kind_[v]) != bool(words)) continue;
+            if (words ? std::equal(words, words + W, s_words_.begin() + s_off_[v])
+                      : std::equal(ids, ids + n, s_ids_.begin() + s_off_[v]))
+                return v;
+        }
+    s_next_.push_back(fresh ? -1 : s_next_[head]);  // chained after the head
+    if (!fresh) s_next_[head] = sid;
     s_len_.push_back(int32_t(n));
     if (words) {
         s_kind_.push_back(1);
@@ -162,16 +335,15 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
         s_off_.push_back(int64_t(s_ids_.size()));
         s_ids_.insert(s_ids_.end(), ids, ids + n);
     }
-    same.push_back(sid);
     return sid;
 }
 
 void LazyStore::build(int32_t q) {
     if (root_[q] >= 0) return;
-    // 1. every token's outcomes from q, as (end state, labels emitted) -> token lists
-    std::map<std::pair<std::vector<int32_t>, int32_t>, std::vector<const std::vector<int32_t>*>> rows;
-    std::vector<int32_t> seq;
+    // the hypotheses q's first bytes reach, and the walks of the tokens after them
     const int32_t tab = g_.tab_len;
+    hyps_.clear();
+    size_t n_walks = 0, walk_nodes = 0;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
         const int64_t k = int64_t(q) * 256 + b;
@@ -196,69 +368,158 @@ void LazyStore::build(int32_t q) {
             }
             const int32_t nxt = a_.nxt[e];
             if (!a_.in_nl[nxt]) acc = 0, absolute = false;
-            for (const Group& grp : part(nxt, acc, absolute, b)) {
-                const int32_t ent = a_.c_ent[grp.end];
-                if (ent < 0) continue;  // the lexeme in progress can never end validly
-                seq.clear();
-                if (lead >= 0) seq.push_back(lead);
-                emitted_of(grp.eid, seq);
-                rows[{seq, ent}].push_back(&grp.tokens);
+            // the walk of the tokens after b from that hypothesis, memoised
+            const uint64_t key = ((((uint64_t(uint32_t(nxt)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
+                                 uint64_t(uint32_t(acc + 1));
+            auto [at, fresh] = parts_.try_emplace(key);
+            if (fresh) {
+                if (walks_.size() <= n_walks) walks_.emplace_back();
+                Walk& w = walks_[n_walks++];
+                w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = &at->second;
+                w.nodes = size_t(trie_->subtree_end[trie_->first_child[b]] - trie_->first_child[b]);
+                walk_nodes += w.nodes;
             }
+            hyps_.push_back({lead, &at->second});
         }
     }
-    // 2. rows: one merged set of those needing no parser question, the rest as a trie
-    //    over their emitted labels (breadth-first, each node's children contiguous)
-    struct Node {
-        std::map<int32_t, int32_t> children;
-        std::vector<std::pair<int32_t, int32_t>> rows;  // (entered id, set id)
-    };
-    std::vector<Node> tree(1);
-    std::vector<const std::vector<int32_t>*> free_lists;
-    for (auto& [key, lists] : rows) {
-        const auto& [labels, ent] = key;
-        const bool free = labels.empty() &&
-                          (g_.e_off[ent] == g_.e_off[ent + 1] ||
-                           std::any_of(g_.e_labels.p + g_.e_off[ent], g_.e_labels.p + g_.e_off[ent + 1],
-                                       [](int32_t x) { return x < 0; }));
-        if (free) {
-            free_lists.insert(free_lists.end(), lists.begin(), lists.end());
-            continue;
-        }
-        const int32_t sid = intern_union(lists);
-        int32_t node = 0;
-        for (int32_t elem : labels) {
-            auto it = tree[node].children.find(elem);
-            if (it == tree[node].children.end()) {
-                int32_t child = int32_t(tree.size());
-                tree[node].children.emplace(elem, child);
-                tree.emplace_back();
-                node = child;
-            } else {
-                node = it->second;
-            }
-        }
-        tree[node].rows.push_back({ent, sid});
+    // the walks not done before: independent, so on the pool when they are many (the largest
+    // first); kept in this order whatever ran first
+    if (n_walks > 1 && walk_nodes >= PARALLEL_WALK_NODES && pool_threads() > 1) {
+        by_size_.resize(n_walks);
+        for (size_t i = 0; i < n_walks; ++i) by_size_[i] = int32_t(i);
+        std::stable_sort(by_size_.begin(), by_size_.end(),
+                         [&](int32_t x, int32_t y) { return walks_[x].nodes > walks_[y].nodes; });
+        parallel_for(n_walks, [&](size_t i) { walk(walks_[by_size_[i]]); });
+    } else {
+        for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
     }
-    uncond_[q] = free_lists.empty() ? -1 : intern_union(free_lists);
+    for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
+    // the same walks with the same leading labels as a configuration built before: its rows
+    uint64_t h = 1469598103934665603ull;
+    for (const Hyp& hyp : hyps_) h = (h ^ (uint64_t(uintptr_t(hyp.part)) * 31 + uint32_t(hyp.lead))) * 1099511628211ull;
+    auto [known, fresh] = same_hyps_.try_emplace(h, int32_t(composed_.size()));
+    if (!fresh) {
+        const Composed& c = composed_[known];
+        if (size_t(c.n_hyps) == hyps_.size() &&
+            std::equal(hyps_.begin(), hyps_.end(), composed_hyps_.begin() + c.hyps_off,
+                       [](const Hyp& x, const Hyp& y) { return x.lead == y.lead && x.part == y.part; })) {
+            copy_rows(q, c);
+            return;
+        }
+    }
     const int32_t base = int32_t(row_off_.size()) - 1;
-    std::vector<int32_t> order{0};
-    for (size_t k = 0; k < order.size(); ++k) {
-        const Node& node = tree[order[k]];
-        for (auto& [ent, sid] : node.rows) {
-            row_ent_.push_back(ent);
-            row_set_.push_back(sid);
-        }
-        row_off_.push_back(int32_t(row_ent_.size()));
-        for (auto& [elem, child] : node.children) {
-            edge_elem_.push_back(elem);
-            edge_child_.push_back(base + int32_t(order.size()));
-            order.push_back(child);
-        }
-        edge_off_.push_back(int32_t(edge_elem_.size()));
+    compose(q);
+    if (fresh) {
+        composed_.push_back({q, int32_t(row_off_.size()) - 1 - base, int32_t(composed_hyps_.size()), int32_t(hyps_.size())});
+        composed_hyps_.insert(composed_hyps_.end(), hyps_.begin(), hyps_.end());
     }
     root_[q] = base;
     ++n_built_;
     refresh_views();
+}
+
+void LazyStore::copy_rows(int32_t q, const Composed& c) {
+    // the rows, edges and nodes of configuration c.cfg, appended with its node ids shifted
+    const int32_t from = root_[c.cfg], base = int32_t(row_off_.size()) - 1, shift = base - from;
+    const int32_t r0 = row_off_[from], r1 = row_off_[from + c.n_nodes], e0 = edge_off_[from],
+                  e1 = edge_off_[from + c.n_nodes];
+    const int32_t rows_at = int32_t(row_ent_.size()), edges_at = int32_t(edge_elem_.size());
+    row_ent_.resize(size_t(rows_at + r1 - r0));
+    row_set_.resize(row_ent_.size());
+    std::copy(row_ent_.begin() + r0, row_ent_.begin() + r1, row_ent_.begin() + rows_at);
+    std::copy(row_set_.begin() + r0, row_set_.begin() + r1, row_set_.begin() + rows_at);
+    edge_elem_.resize(size_t(edges_at + e1 - e0));
+    edge_child_.resize(edge_elem_.size());
+    std::copy(edge_elem_.begin() + e0, edge_elem_.begin() + e1, edge_elem_.begin() + edges_at);
+    for (int32_t e = e0; e < e1; ++e) edge_child_[edges_at + e - e0] = edge_child_[e] + shift;
+    for (int32_t v = from; v < from + c.n_nodes; ++v) {
+        row_off_.push_back(row_off_[v + 1] - r0 + rows_at);
+        edge_off_.push_back(edge_off_[v + 1] - e0 + edges_at);
+    }
+    uncond_[q] = uncond_[c.cfg];
+    root_[q] = base;
+    ++n_built_;
+    refresh_views();
+}
+
+void LazyStore::compose(int32_t q) {
+    // 1. every token's outcomes from q as rows (labels emitted, entered id) -> groups; each
+    //    label sequence is a node of the trie the rows are stored in
+    nodes_.assign(1, {-1, -1});
+    row_at_.clear();
+    rows_.clear();
+    hits_.clear();
+    for (const Hyp& hyp : hyps_) {
+        for (const Group& grp : *hyp.part) {
+            const int32_t ent = a_.c_ent[grp.end];
+            if (ent < 0) continue;  // the lexeme in progress can never end validly
+            const int32_t node = node_of(hyp.lead >= 0 ? prepend(hyp.lead, grp.eid) : grp.eid);
+            auto [r, fresh] = row_at_.try_emplace((uint64_t(node) << 32) | uint32_t(ent), int32_t(rows_.size()));
+            if (fresh) rows_.push_back({node, ent, -1});
+            Row& row = rows_[r];
+            hits_.push_back({&grp, row.head});
+            row.head = int32_t(hits_.size()) - 1;
+        }
+    }
+    for (int32_t eid : touched_) node_at_[eid] = -1;
+    touched_.clear();
+    // 2. each node's children by label, and the nodes in preorder: the order of their label
+    //    sequences
+    const int32_t n_nodes = int32_t(nodes_.size());
+    std::vector<int32_t> kids(size_t(n_nodes) - 1), kid_off(size_t(n_nodes) + 1, 0), rank(n_nodes);
+    for (int32_t v = 1; v < n_nodes; ++v) kids[v - 1] = v;
+    std::sort(kids.begin(), kids.end(), [&](int32_t x, int32_t y) { return nodes_[x] < nodes_[y]; });
+    for (int32_t v = 1; v < n_nodes; ++v) ++kid_off[nodes_[v].first + 1];
+    for (int32_t v = 0; v < n_nodes; ++v) kid_off[v + 1] += kid_off[v];
+    std::vector<int32_t> stack{0};
+    for (int32_t r = 0; !stack.empty(); ++r) {
+        const int32_t v = stack.back();
+        stack.pop_back();
+        rank[v] = r;
+        for (int32_t c = kid_off[v + 1]; c-- > kid_off[v];) stack.push_back(kids[c]);
+    }
+    // 3. rows in the order of their (labels, entered id), as they were interned before: one
+    //    merged set of those needing no parser question, the rest by node
+    std::sort(rows_.begin(), rows_.end(), [&](const Row& x, const Row& y) {
+        return rank[x.node] != rank[y.node] ? rank[x.node] < rank[y.node] : x.ent < y.ent;
+    });
+    std::vector<int32_t> row_from(size_t(n_nodes) + 1, int32_t(rows_.size()));
+    std::vector<const Group*> free_groups;
+    for (int32_t r = int32_t(rows_.size()); r-- > 0;) row_from[rows_[r].node] = r;
+    for (Row& row : rows_) {
+        const int32_t ent = row.ent;
+        groups_.clear();
+        for (int32_t h = row.head; h >= 0; h = hits_[h].next) groups_.push_back(hits_[h].grp);
+        const bool free = row.node == 0 &&
+                          (g_.e_off[ent] == g_.e_off[ent + 1] ||
+                           std::any_of(g_.e_labels.p + g_.e_off[ent], g_.e_labels.p + g_.e_off[ent + 1],
+                                       [](int32_t x) { return x < 0; }));
+        if (free) {
+            free_groups.insert(free_groups.end(), groups_.begin(), groups_.end());
+            row.head = -1;  // not a row of the trie
+        } else {
+            row.head = intern_union(groups_);  // now its set id
+        }
+    }
+    uncond_[q] = free_groups.empty() ? -1 : intern_union(free_groups);
+    // 4. the trie, breadth-first, each node's children contiguous
+    const int32_t base = int32_t(row_off_.size()) - 1;
+    std::vector<int32_t> order{0};
+    for (size_t k = 0; k < order.size(); ++k) {
+        const int32_t v = order[k];
+        for (int32_t r = row_from[v]; r < int32_t(rows_.size()) && rows_[r].node == v; ++r) {
+            if (rows_[r].head < 0) continue;
+            row_ent_.push_back(rows_[r].ent);
+            row_set_.push_back(rows_[r].head);
+        }
+        row_off_.push_back(int32_t(row_ent_.size()));
+        for (int32_t c = kid_off[v]; c < kid_off[v + 1]; ++c) {
+            edge_elem_.push_back(nodes_[kids[c]].second);
+            edge_child_.push_back(base + int32_t(order.size()));
+            order.push_back(kids[c]);
+        }
+        edge_off_.push_back(int32_t(edge_elem_.size()));
+    }
 }
 
 void LazyStore::refresh_views() {

@@ -7,15 +7,20 @@
 // The walk of the tokens after their first byte depends only on the hypothesis that byte
 // reached (automaton state, NEWLINE indentation so far), so it is memoised per
 // (hypothesis, first byte) and shared by every configuration that reaches it: after the
-// first few configurations most are composed from walks already done.
+// first few configurations most are composed from walks already done, and many copy the
+// rows of one with the same walks. A build's new walks run on the thread pool; a walk
+// remembers its steps and takes whole the subtrees below which nothing changes. Whatever
+// ran first, results are kept in one order: the store is the same on every run.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "flat_map.h"
 #include "grammar.h"
 #include "vocab_trie.h"
 
@@ -45,32 +50,95 @@ private:
     struct Group {
         int32_t end;   // automaton state the token ends in
         int32_t eid;   // labels emitted after the first byte (interned sequence)
-        std::vector<int32_t> tokens;
+        int32_t id;    // numbered over all parts: unions are remembered by their groups' ids
+        std::vector<std::pair<int32_t, int32_t>> spans;  // its tokens: ranges of the trie's tok_ids
     };
     struct Item {
         int32_t state, acc;
         bool absolute;
         int32_t eid;
         int32_t group = -1;  // index of the (state, eid) group in the part, once looked up
-        bool operator==(const Item& o) const {
-            return state == o.state && acc == o.acc && absolute == o.absolute && eid == o.eid;
-        }
     };
-    const std::vector<Group>& part(int32_t state, int32_t acc, bool absolute, int first_byte);
+    // One walk: its result (groups whose label sequences are interned in the walk's own
+    // table, so that walks can run on several threads) and its scratch.
+    struct Walk {
+        int32_t state, acc, first_byte;
+        bool absolute;
+        std::vector<Group>* part;  // where the result is kept
+        size_t nodes;              // trie nodes after the first byte (a bound on the work)
+        std::vector<Group> groups;
+        std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
+        FlatMap emit_id, group_of;
+        // fronts (the hypotheses at a node), interned, with the byte classes known to bring
+        // them back or not; the front after (front, byte)
+        struct Front {
+            int32_t off, len;  // in front_items
+            int32_t next;      // the next front of the same hash
+            uint64_t settles, moves;
+        };
+        FlatMap front_at;  // hash -> fronts
+        std::vector<Front> fronts;
+        std::vector<Item> front_items, probe;
+        FlatMap moves;                  // front << 8 | byte -> front + 1 (0: none)
+        std::vector<int32_t> at_depth;  // the front at each depth of the current path
+        size_t walked = 0;
+    };
+    // The hypothesis an edge of the configuration's first byte reaches, and its walk.
+    struct Hyp {
+        int32_t lead;  // label the first byte emits (-1 none)
+        const std::vector<Group>* part;
+    };
+    // A row being collected: its node in the label trie, entered id, and groups (a chain
+    // through hits_).
+    struct Row {
+        int32_t node, ent, head;
+    };
+    struct Hit {
+        const Group* grp;
+        int32_t next;
+    };
+    // A configuration whose rows were composed from its hypotheses (hyps_): another with the
+    // same ones copies them (most configurations differ only in what the parser has seen).
+    struct Composed {
+        int32_t cfg, n_nodes;      // its nodes: root_[cfg] .. + n_nodes
+        int32_t hyps_off, n_hyps;  // its hypotheses in composed_hyps_
+    };
+    void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done
+    void copy_rows(int32_t cfg, const Composed& c);
+    void walk(Walk& w) const;
+    // The byte classes (byte_class) on all of whose bytes a hypothesis in `state` stays as it
+    // is: one edge, back to the state, no label, outside NEWLINE. Computed on first need
+    // (walks on several threads may race to write the same value).
+    uint64_t stays(int32_t state) const;
+    void keep(Walk& w);  // the walk's groups into its part, their labels interned in the store's
     int32_t extend(int32_t eid, int32_t label);
-    void emitted_of(int32_t eid, std::vector<int32_t>& out) const;
-    // The set id of the union of token lists (stored once: equal sets share an id).
-    int32_t intern_union(const std::vector<const std::vector<int32_t>*>& lists);
+    int32_t prepend(int32_t label, int32_t eid);
+    int32_t node_of(int32_t eid);
+    // The set id of the union of the groups' tokens (stored once: equal sets share an id).
+    int32_t intern_union(const std::vector<const Group*>& groups);
     int32_t intern(const int32_t* ids, size_t n, const uint32_t* words);
     void refresh_views();
 
     Grammar& g_;
     ByteAutomatonView a_;
     std::shared_ptr<const VocabTrie> trie_;
+    std::unique_ptr<std::atomic<uint64_t>[]> stays_;  // per state; 0: not computed yet
+    uint64_t class_of_[256];                            // byte_class of each byte
+    int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
+    uint8_t class_bytes_[256];
     std::unordered_map<uint64_t, std::vector<Group>> parts_;
+    int32_t n_groups_ = 0;
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
-    std::unordered_map<uint64_t, int32_t> emit_id_;
-    std::unordered_map<uint64_t, std::vector<int32_t>> set_index_;  // content hash -> set ids
+    FlatMap emit_id_;
+    FlatMap prepend_;    // (label, eid) -> eid of label + eid's labels
+    FlatMap set_index_;  // content hash -> a set id, the others of that hash chained by s_next_
+    std::vector<int32_t> s_next_;
+    // unions already interned, by their sorted group ids: most rows recur in later builds
+    FlatMap union_index_;                                               // key hash -> an entry
+    std::vector<int32_t> union_off_, union_gids_, union_sid_, union_next_;  // entry -> key, set id, chain
+    FlatMap same_hyps_;  // hash of a configuration's hypotheses -> composed_
+    std::vector<Composed> composed_;
+    std::vector<Hyp> composed_hyps_;
     size_t n_built_ = 0, walked_ = 0;
     // the store arrays the grammar's views point into
     std::vector<int32_t> root_, uncond_, edge_off_, edge_elem_, edge_child_, row_off_, row_ent_, row_set_;
@@ -78,8 +146,19 @@ private:
     std::vector<int64_t> s_off_;
     std::vector<int32_t> s_len_, s_ids_;
     std::vector<uint32_t> s_words_;
-    std::vector<uint32_t> words_;  // scratch bitset
-    std::vector<int32_t> ids_;     // scratch ids
+    // scratch of a build
+    std::vector<uint32_t> words_;
+    std::vector<int32_t> ids_;
+    std::vector<int32_t> node_at_, touched_;               // eid -> label-trie node (-1: none yet)
+    std::vector<std::pair<int32_t, int32_t>> nodes_;       // node -> (parent node, label)
+    FlatMap row_at_;                                       // (node, entered id) -> row
+    std::vector<Row> rows_;
+    std::vector<Hit> hits_;
+    std::vector<const Group*> groups_;
+    std::vector<Hyp> hyps_;
+    std::vector<Walk> walks_;
+    std::vector<int32_t> by_size_;  // walks, the largest first
+    std::vector<int32_t> local_;    // a walk's eid -> the store's
 };
 
 }  // namespace cad

@@ -1,9 +1,32 @@
 #include "vocab_trie.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace cad {
+
+uint64_t byte_class(uint8_t b) {
+    static const auto classes = [] {
+        std::array<uint64_t, 256> c{};
+        int next = 0;
+        const int controls = next++;
+        for (int x = 0; x < 128; ++x) {
+            const bool alnum = (x >= '0' && x <= '9') || (x >= 'a' && x <= 'z') || (x >= 'A' && x <= 'Z');
+            const bool control = (x < 32 && x != 9 && x != 10 && x != 13) || x == 127;
+            if (!alnum) c[x] = uint64_t(1) << (control ? controls : next++);
+        }
+        auto range = [&](int lo, int hi) {
+            const int k = next++;
+            for (int x = lo; x <= hi; ++x) c[x] = uint64_t(1) << k;
+        };
+        range('0', '1'), range('2', '7'), range('8', '9');
+        range('a', 'f'), range('g', 'z'), range('A', 'F'), range('G', 'Z');
+        range(0x80, 0xBF), range(0xC0, 0xFF);
+        return c;
+    }();
+    return classes[b];
+}
 
 VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* allowed, int32_t n_vocab)
     : vocab_size(n_vocab) {
@@ -45,14 +68,19 @@ VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* a
     const int32_t N = int32_t(byte.size());
     // subtree ends: a node's subtree ends at the next node of depth <= its own
     subtree_end.assign(N, N);
+    below.assign(N, 0);
     std::vector<int32_t> open;  // stack of nodes whose subtree is still open
+    auto close = [&](int32_t end) {
+        const int32_t j = open.back();
+        subtree_end[j] = end;
+        open.pop_back();
+        if (!open.empty()) below[open.back()] |= below[j] | byte_class(byte[j]);
+    };
     for (int32_t i = 0; i < N; ++i) {
-        while (!open.empty() && depth[open.back()] >= depth[i]) {
-            subtree_end[open.back()] = i;
-            open.pop_back();
-        }
+        while (!open.empty() && depth[open.back()] >= depth[i]) close(i);
         open.push_back(i);
     }
+    while (!open.empty()) close(N);
     tok_off.assign(N + 1, 0);
     for (auto& [node, t] : tok_at) ++tok_off[node + 1];
     for (int32_t i = 0; i < N; ++i) tok_off[i + 1] += tok_off[i];

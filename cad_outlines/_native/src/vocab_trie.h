@@ -18,6 +18,9 @@ struct VocabTrie {
     std::vector<int32_t> depth, subtree_end, tok_off, tok_ids;
     int32_t first_child[256];  // node of each first byte (-1: no token starts with it)
     int32_t max_depth = 0;
+    // per node, the classes (byte_class bits) of the bytes strictly below it: a walk whose
+    // hypotheses stay as they are on all of them takes the subtree whole
+    std::vector<uint64_t> below;
 
     // Every token that is not special (bit clear in `allowed`) and not empty; token t's
     // bytes are bytes[off[t] .. off[t + 1]).
@@ -26,5 +29,10 @@ struct VocabTrie {
     size_t n_tokens() const { return tok_ids.size(); }
     size_t size() const { return byte.size(); }
 };
+
+// The bytes in 46 classes: each ASCII byte that is no letter or digit alone (the controls
+// but tab, line feed and carriage return together), letters and digits in ranges that
+// lexemes tell apart (hexadecimal, binary, octal), UTF-8 continuation and lead bytes.
+uint64_t byte_class(uint8_t b);
 
 }  // namespace cad

@@ -1,0 +1,59 @@
+// A map from 64-bit keys to non-negative ints in one open-addressed array (linear probing,
+// at most half full): the lazy store's hot lookups (label sequences, groups, rows), where
+// std::unordered_map's node per entry costs more than the work around it.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace cad {
+
+class FlatMap {
+public:
+    // The value at `key`, `value` inserted there if absent; second: whether it was inserted.
+    std::pair<int32_t, bool> try_emplace(uint64_t key, int32_t value) {
+        if (2 * (n_ + 1) > vals_.size()) grow();
+        size_t i = slot(key);
+        for (; vals_[i] >= 0; i = (i + 1) & mask_)
+            if (keys_[i] == key) return {vals_[i], false};
+        keys_[i] = key;
+        vals_[i] = value;
+        ++n_;
+        return {value, true};
+    }
+    // The value at `key`, -1 if absent.
+    int32_t find(uint64_t key) const {
+        if (n_ == 0) return -1;
+        for (size_t i = slot(key); vals_[i] >= 0; i = (i + 1) & mask_)
+            if (keys_[i] == key) return vals_[i];
+        return -1;
+    }
+    void clear() {
+        if (n_) vals_.assign(vals_.size(), -1);
+        n_ = 0;
+    }
+    size_t size() const { return n_; }
+
+private:
+    size_t slot(uint64_t key) const { return size_t((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+    void grow() {
+        std::vector<uint64_t> keys = std::move(keys_);
+        std::vector<int32_t> vals = std::move(vals_);
+        const size_t cap = vals.empty() ? 64 : 2 * vals.size();
+        keys_.assign(cap, 0);
+        vals_.assign(cap, -1);
+        mask_ = cap - 1;
+        shift_ = 64 - __builtin_ctzll(cap);
+        n_ = 0;
+        for (size_t i = 0; i < vals.size(); ++i)
+            if (vals[i] >= 0) try_emplace(keys[i], vals[i]);
+    }
+
+    std::vector<uint64_t> keys_;
+    std::vector<int32_t> vals_;  // -1: empty slot
+    size_t n_ = 0, mask_ = 0;
+    int shift_ = 64;
+};
+
+}  // namespace cad

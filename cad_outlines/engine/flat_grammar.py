@@ -88,19 +88,19 @@ class FlatGrammar:
         """Write atomically: magic, header length, JSON header, then each array aligned.
         The header carries a crc32 of the array bytes, checked on load."""
         path = Path(path)
-        index, offset = [], 0
+        index, offset, pieces = [], 0, []  # pieces: (zero bytes before, array bytes)
         for name, arr in self.arrays.items():
             arr = np.ascontiguousarray(arr)
-            offset = -(-offset // _ALIGN) * _ALIGN
-            index.append({"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "offset": offset})
-            offset += arr.nbytes
-        header_of = {"meta": self.meta, "arrays": index, "size": offset}
-        body = bytearray(offset)
-        for entry, arr in zip(index, self.arrays.values()):
-            data = np.ascontiguousarray(arr).tobytes()
-            body[entry["offset"]: entry["offset"] + len(data)] = data
-        header_of["crc32"] = zlib.crc32(body)
-        header = json.dumps(header_of).encode()
+            aligned = -(-offset // _ALIGN) * _ALIGN
+            index.append({"name": name, "dtype": arr.dtype.str, "shape": list(arr.shape), "offset": aligned})
+            pieces.append((aligned - offset, memoryview(arr.reshape(-1)).cast("B")))
+            offset = aligned + arr.nbytes
+        # the checksum and the writes go array by array, without a copy of the body: both release
+        # the GIL on large buffers, so a save on a thread barely slows the caller
+        crc = 0
+        for gap, data in pieces:
+            crc = zlib.crc32(data, zlib.crc32(bytes(gap), crc))
+        header = json.dumps({"meta": self.meta, "arrays": index, "size": offset, "crc32": crc}).encode()
         start = -(-(len(FLAT_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.tmp{os.getpid()}-{threading.get_ident()}")
@@ -108,7 +108,9 @@ class FlatGrammar:
             with open(tmp, "wb") as f:
                 f.write(FLAT_MAGIC + len(header).to_bytes(8, "little") + header)
                 f.write(b"\0" * (start - f.tell()))
-                f.write(body)
+                for gap, data in pieces:
+                    f.write(bytes(gap))
+                    f.write(data)
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)

@@ -832,7 +832,6 @@ def _merge(items: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
 # code-point DFA -> byte DFA
 # ---------------------------------------------------------------------------------------
 
-_MIXED = -2
 # (first lead byte, last lead byte, continuation bytes, lowest / highest valid code point)
 _UTF8_CLASSES = ((0xC2, 0xDF, 1, 0x80, 0x7FF), (0xE0, 0xEF, 2, 0x800, 0xFFFF), (0xF0, 0xF4, 3, 0x10000, 0x10FFFF))
 

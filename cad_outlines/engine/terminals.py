@@ -192,10 +192,10 @@ class TerminalSet:
 def _unless_product(dfa: ByteDFA, strs: Sequence[ByteDFA]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Product of a regex terminal's DFA with its "unless" string DFAs; label 0 = the regex
     terminal, 1 + k = the k-th string terminal; minimised."""
-    n = dfa.n_states
-    blk0 = dfa.block if dfa.block is not None else np.zeros((n, 256), bool)
     if not strs:  # a ByteDFA is already minimal and canonically numbered
         return dfa.trans, np.where(dfa.accept, 0, -1).astype(np.int64), dfa.block
+    n = dfa.n_states
+    blk0 = dfa.block if dfa.block is not None else np.zeros((n, 256), bool)
     # states 0..n-1: the regex DFA with every string run dead; then the product states
     k = len(strs)
     ids: dict[tuple[int, ...], int] = {}

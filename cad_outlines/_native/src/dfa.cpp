@@ -6,6 +6,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "hash.h"
+
 namespace cad {
 
 namespace {
@@ -36,9 +38,7 @@ struct Intervals {
 
 struct ArrayHash {
     size_t operator()(const std::array<int32_t, 64>& a) const {
-        uint64_t h = 1469598103934665603ull;
-        for (int32_t x : a) h = (h ^ uint32_t(x)) * 1099511628211ull;
-        return size_t(h);
+        return size_t(fnv1a(a.data(), a.size()));
     }
 };
 
@@ -193,18 +193,16 @@ MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, c
             t[size_t(i) * 256 + b] = x >= 0 ? remap[x] : -1;
         }
     // Moore refinement: a state's signature is its class and its successors' classes
-    std::vector<int32_t> cls(k), sig(size_t(k) * 257);
+    std::vector<int32_t> cls(k);
     auto classify = [&](auto&& key_of, size_t width) {
         std::unordered_map<uint64_t, std::vector<int32_t>> buckets;  // hash -> representative states
-        std::vector<int32_t> next(k), rep;
+        std::vector<int32_t> next(k);
         std::vector<int32_t> key(width);
         std::vector<std::vector<int32_t>> keys;
         int32_t count = 0;
         for (int32_t s = 0; s < k; ++s) {
             key_of(s, key.data());
-            uint64_t h = 1469598103934665603ull;
-            for (int32_t x : key) h = (h ^ uint32_t(x)) * 1099511628211ull;
-            auto& bucket = buckets[h];
+            auto& bucket = buckets[fnv1a(key.data(), key.size())];
             int32_t found = -1;
             for (int32_t c : bucket)
                 if (keys[size_t(c)] == key) { found = c; break; }

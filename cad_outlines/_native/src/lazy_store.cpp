@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "batch.h"
+#include "hash.h"
 #include "lexer.h"
 
 namespace cad {
@@ -148,10 +149,10 @@ void LazyStore::walk(Walk& w) const {
         return true;
     };
     auto intern_front = [&](const std::vector<Item>& f) {
-        uint64_t h = 1469598103934665603ull;
+        uint64_t h = FNV_OFFSET;
         for (const Item& it : f)
             h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
-                      it.absolute)) * 1099511628211ull;
+                      it.absolute)) * FNV_PRIME;
         const int32_t id = int32_t(w.fronts.size());
         auto [head, fresh] = w.front_at.try_emplace(h, id);
         if (!fresh)
@@ -253,8 +254,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     for (const Group* grp : groups) ids_.push_back(grp->id);
     std::sort(ids_.begin(), ids_.end());
     ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
-    uint64_t h = 1469598103934665603ull ^ ids_.size();
-    for (int32_t x : ids_) h = (h ^ uint32_t(x)) * 1099511628211ull;
+    const uint64_t h = fnv1a(ids_.data(), ids_.size(), FNV_OFFSET ^ ids_.size());
     const int32_t u = int32_t(union_sid_.size());
     auto [head, fresh] = union_index_.try_emplace(h, u);
     if (!fresh)
@@ -309,11 +309,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
 int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
     // a set of n tokens: sorted `ids` (sparse) or `words` (dense, n > dense_from)
     const size_t W = size_t(g_.n_words);
-    uint64_t h = 1469598103934665603ull ^ n;
-    if (words)
-        for (size_t i = 0; i < W; ++i) h = (h ^ words[i]) * 1099511628211ull;
-    else
-        for (size_t i = 0; i < n; ++i) h = (h ^ uint32_t(ids[i])) * 1099511628211ull;
+    const uint64_t h = words ? fnv1a(words, W, FNV_OFFSET ^ n) : fnv1a(ids, n, FNV_OFFSET ^ n);
     const int32_t sid = int32_t(s_kind_.size());
     auto [head, fresh] = set_index_.try_emplace(h, sid);
     if (!fresh)
@@ -395,8 +391,8 @@ void LazyStore::build(int32_t q) {
     }
     for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
     // the same walks with the same leading labels as a configuration built before: its rows
-    uint64_t h = 1469598103934665603ull;
-    for (const Hyp& hyp : hyps_) h = (h ^ (uint64_t(uintptr_t(hyp.part)) * 31 + uint32_t(hyp.lead))) * 1099511628211ull;
+    uint64_t h = FNV_OFFSET;
+    for (const Hyp& hyp : hyps_) h = (h ^ (uint64_t(uintptr_t(hyp.part)) * 31 + uint32_t(hyp.lead))) * FNV_PRIME;
     auto [known, fresh] = same_hyps_.try_emplace(h, int32_t(composed_.size()));
     if (!fresh) {
         const Composed& c = composed_[known];

@@ -1,4 +1,4 @@
-"""engine/grammar_load.py: lark's reader without lark's parser; imported files parsed once."""
+"""engine/grammar_load.py: lark's rules without lark's parser; imported files parsed once."""
 
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import lark.indenter
 import lark.load_grammar as lark_load
 import pytest
 
-from cad_outlines.engine import grammar_load
+from cad_outlines.engine import grammar_load, lark_rules
 from cad_outlines.engine.grammar_load import load_rules
 
 DATA = Path(__file__).parent / "data" / "grammars"
@@ -36,20 +36,34 @@ def test_rules_and_terminals_are_lark_own(path):
 
 
 def test_an_imported_file_is_parsed_once_and_lark_is_left_as_it_was():
+    """The hand-written reader parses json.lark's common.lark once per process; a grammar
+    left to lark (here with %override) goes through lark's reader, whose imported files are
+    parsed once too, and lark's function is restored afterwards."""
     original = lark_load._parse_grammar
-    grammar_load._IMPORTED.clear()
-    load_rules(DATA / "outlines" / "json.lark")
-    assert len(grammar_load._IMPORTED) == 1  # its common.lark
-    assert lark_load._parse_grammar is original
     calls = []
 
     def counting(text, name, start="start"):
         calls.append(name)
         return original(text, name, start)
 
+    lark_rules._PARSED.clear()
     lark_load._parse_grammar = counting
     try:
         load_rules(DATA / "outlines" / "json.lark")
+        load_rules(DATA / "outlines" / "json.lark")
+    finally:
+        lark_load._parse_grammar = original
+    assert calls == []  # lark's reader not used at all
+    assert len(lark_rules._PARSED) == 1  # common.lark
+
+    text = (DATA / "outlines" / "json.lark").read_text() + '%override value: object | array | ESCAPED_STRING\n'
+    grammar_load._IMPORTED.clear()
+    load_rules(text)
+    assert len(grammar_load._IMPORTED) == 1  # its common.lark
+    assert lark_load._parse_grammar is original
+    lark_load._parse_grammar = counting
+    try:
+        load_rules(text)
     finally:
         lark_load._parse_grammar = original
     assert calls == ["<string>"]  # the grammar's own text only

@@ -1,0 +1,223 @@
+"""The hand-written Lark grammar reader (lark_syntax, lark_rules) against lark's own.
+
+Its contract: the same parse tree as ``lark.load_grammar._parse_grammar`` and the same
+terminals and rules as ``load_grammar(...).compile(...)``, or None where lark must read
+the grammar (and then reports its own error).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import lark
+import lark.load_grammar as lark_load
+import pytest
+
+from cad_outlines.engine.grammar_load import load_rules
+from cad_outlines.engine.lark_rules import compile_lark_rules
+from cad_outlines.engine.lark_syntax import parse_grammar_text
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "grammars"
+SHIPPED = Path(__file__).resolve().parents[1] / "grammars"
+LARK_STDLIB = Path(lark.__file__).parent / "grammars"
+FILES = sorted([*DATA.rglob("*.lark"), *SHIPPED.glob("*.lark"), *LARK_STDLIB.glob("*.lark")])
+STARTS = ("start", "file_input", "value", "json")
+
+
+def _rules(rules) -> list:
+    return [(r.origin.name, [(s.is_term, s.name, getattr(s, "filter_out", None)) for s in r.expansion],
+             r.order, r.alias, r.options.keep_all_tokens, r.options.expand1, r.options.priority,
+             r.options.template_source, r.options.empty_indices) for r in rules]
+
+
+def _terminals(terminals) -> list:
+    return [(t.name, type(t.pattern).__name__, t.pattern.value, tuple(sorted(t.pattern.flags)),
+             t.pattern.raw, t.priority) for t in terminals]
+
+
+def _lark(text: str, start: list[str], paths: list[str]):
+    try:
+        grammar, _ = lark_load.load_grammar(text, "<string>", paths, False)
+        return grammar.compile(start, set())
+    except Exception:  # every error lark raises, including its assertions
+        return None
+
+
+def _same(ours, ref) -> bool:
+    return (_rules(ours[1]) == _rules(ref[1]) and _terminals(ours[0]) == _terminals(ref[0])
+            and ours[2] == ref[2])
+
+
+def test_grammar_files_are_read_here_and_equal_lark():
+    assert len(FILES) >= 30
+    compared = 0
+    for path in FILES:
+        text = path.read_text()
+        assert parse_grammar_text(text) == lark_load._parse_grammar(text, "<string>"), path
+        for start in STARTS:
+            ref = _lark(text, [start], [str(path.parent)])
+            ours = compile_lark_rules(text, [str(path.parent)], [start])
+            if ref is None:
+                assert ours is None, (path, start)
+                continue
+            assert ours is not None, f"{path} ({start}) fell back to lark"
+            assert _same(ours, ref), (path, start)
+            compared += 1
+    assert compared >= 40
+
+
+# -- random grammars -----------------------------------------------------------------------
+
+_LITERALS = ['"a"', '"b"', '"ab"', '"("', '")"', '","', '"if"', '"x"i', '"\\\\"', '"\\""', "\"'\""]
+_REGEXPS = ["/[a-c]+/", "/x/i", "/[0-9]+(\\.[0-9]+)?/", "/\\w+/", "/a|b/"]
+
+
+def _expr(rng: random.Random, names: list[str], depth: int, templates: list[str]) -> str:
+    """One item of a rule body. Repeats (~) go on plain atoms only, and groups nest two
+    deep, so that no grammar blows up (lark multiplies out nested alternatives)."""
+    r = rng.random()
+    group = depth > 0 and r >= 0.45
+    if not group:
+        k = rng.random()
+        if k < 0.45:
+            atom = rng.choice(names)
+        elif k < 0.7:
+            atom = rng.choice(_LITERALS)
+        elif k < 0.8:
+            atom = rng.choice(_REGEXPS)
+        elif k < 0.9:
+            atom = '"a".."f"'
+        elif templates:
+            atom = "%s{%s}" % (rng.choice(templates), rng.choice(names + _LITERALS[:3]))
+        else:
+            atom = rng.choice(names)
+    elif r < 0.75:
+        atom = "(" + _alts(rng, names, depth - 1, templates) + ")"
+    elif r < 0.85:
+        atom = "[" + _alts(rng, names, depth - 1, templates) + "]"
+    else:
+        atom = "(" + " ".join(_expr(rng, names, depth - 1, templates) for _ in range(rng.randint(1, 2))) + ")"
+    op = rng.random()
+    if group:  # optional groups inside optional groups make lark's "Rules defined twice"
+        return atom + ("+" if op < 0.1 else "")
+    if op < 0.08:
+        return atom + "?"
+    if op < 0.2:
+        return atom + "*"
+    if op < 0.34:
+        return atom + "+"
+    if op < 0.4:
+        return atom + " ~ %d" % rng.randint(1, 3)
+    if op < 0.46:  # 0..61 exercises lark's split of long repeats into helper rules
+        lo = rng.randint(0, 2)
+        return atom + " ~ %d..%d" % (lo, lo + rng.choice([0, 1, 2, 59]))
+    return atom
+
+
+def _alts(rng: random.Random, names: list[str], depth: int, templates: list[str]) -> str:
+    return " | ".join(" ".join(_expr(rng, names, depth, templates) for _ in range(rng.randint(int(rng.random() >= 0.1), 2)))
+                      for _ in range(rng.randint(1, 3)))
+
+
+def _random_grammar(rng: random.Random) -> str:
+    rules = ["start"] + [rng.choice(["", "_", "", ""]) + "r%d" % i for i in range(rng.randint(1, 5))]
+    terms = [rng.choice(["", "_"]) + "T%d" % i for i in range(rng.randint(0, 3))]
+    imported = rng.sample(["NUMBER", "WORD", "INT", "ESCAPED_STRING", "WS", "CNAME"], rng.randint(0, 2))
+    names = rules + terms + imported + (["UNDEFINED"] if rng.random() < 0.05 else [])
+    templates = [rng.choice(["tpl", "_tpl"])] if rng.random() < 0.3 else []
+    lines = []
+    if templates:
+        lines.append(templates[0] + rng.choice(['{x}: x ("," x)*', '{x}: "[" x "]" | x']))
+    for name in rules:
+        mod = rng.choice(["", "", "?", "!", "!?"]) if not name.startswith("_") or rng.random() < 0.02 else ""
+        prio = ".%d" % rng.randint(-1, 3) if rng.random() < 0.1 else ""
+        alts = []
+        for _ in range(rng.randint(1, 3)):
+            body = " ".join(_expr(rng, names, 2, templates) for _ in range(rng.randint(int(rng.random() >= 0.1), 3)))
+            if rng.random() < (0.2 if not name.startswith("_") else 0.02):
+                body += " -> al%d" % rng.randint(0, 3)
+            alts.append(body)
+        sep = rng.choice([" | ", "\n    | "])
+        lines.append(f"{mod}{name}{prio}: " + sep.join(alts))
+    for name in terms:
+        prio = ".%d" % rng.randint(0, 3) if rng.random() < 0.2 else ""
+        earlier = terms[:terms.index(name)] + (terms[-1:] if rng.random() < 0.03 else [])  # rarely recursive
+        tnames = earlier + imported
+        body = " | ".join(" ".join(_term_atom(rng, tnames) for _ in range(rng.randint(1, 3)))
+                          for _ in range(rng.randint(1, 2)))
+        lines.append(f"{name}{prio}: {body}")
+    if len(imported) == 1 or (imported and rng.random() < 0.5):
+        lines += ["%%import common.%s" % n for n in imported]
+    elif imported:
+        lines.append("%%import common (%s)" % ", ".join(imported))
+    if rng.random() < 0.5:
+        lines.append(rng.choice(['%ignore " "', "%ignore WS\n%import common.WS", "%ignore /[ \\t]+/"]))
+    if rng.random() < 0.1:
+        lines.append("%declare DECL")
+    if rng.random() < 0.05:
+        lines.append(rng.choice(["r0: r0", "start: start", "a::", "%import common", '"x"']))  # errors
+    rng.shuffle(lines)
+    return "\n".join(lines) + "\n"
+
+
+def _term_atom(rng: random.Random, tnames: list[str]) -> str:
+    k = rng.random()
+    if k < 0.3 and tnames:
+        atom = rng.choice(tnames)
+    elif k < 0.6:
+        atom = rng.choice(_LITERALS)
+    elif k < 0.8:
+        atom = rng.choice(_REGEXPS)
+    else:
+        atom = '"0".."9"'
+    return atom + rng.choice(["", "", "?", "*", "+", " ~ 2", " ~ 1..3"])
+
+
+def test_random_grammars_equal_lark():
+    rng = random.Random(20261123)
+    equal = rejected = 0
+    for _ in range(400):
+        text = _random_grammar(rng)
+        ref = _lark(text, ["start"], [])
+        ours = compile_lark_rules(text, [], ["start"])
+        if ref is None:
+            assert ours is None, text  # never accept a grammar lark rejects
+            rejected += 1
+            continue
+        assert ours is not None, text  # the generator uses nothing that needs lark
+        assert _same(ours, ref), text
+        equal += 1
+    assert equal >= 150 and rejected >= 20, (equal, rejected)
+
+
+def test_constructs_left_to_lark_still_compile_through_load_rules():
+    base = 'start: a\na: "x"\n'
+    for extra in ['%override a: "y"\n', '%extend a: "z"\n']:
+        text = base + extra
+        assert compile_lark_rules(text, [], ["start"]) is None
+        g = load_rules(text)
+        ref = _lark(text, ["start"], [])
+        assert _terminals(g.terminals) == _terminals(ref[0]) and _rules(g.rules) == _rules(ref[1])
+
+
+@pytest.mark.parametrize("text", ['start: "a" b\n', "start: (\n", 'start: "a"\nstart: "b"\n',
+                                  'start: A\nA: "a" A\n', 'start: "" \n', "start: _x\n_x: \"a\" -> y\n"])
+def test_bad_grammars_get_lark_errors(text):
+    assert compile_lark_rules(text, [], ["start"]) is None
+    with pytest.raises(lark.exceptions.GrammarError) as ours:
+        load_rules(text)
+    with pytest.raises(lark.exceptions.GrammarError) as ref:
+        lark_load.load_grammar(text, "<string>", [], False)[0].compile(["start"], set())
+    assert str(ours.value) == str(ref.value)
+
+
+def test_relative_and_aliased_imports(tmp_path):
+    (tmp_path / "lib.lark").write_text('item: NAME ("," NAME)*\nNAME: /[a-z]+/\n_SEP: ";"\n'
+                                       'pair: item _SEP item\n%ignore " "\n')
+    text = "start: lib_pair | other\n%import lib.pair -> lib_pair\n%import lib (item, NAME)\nother: NAME\n"
+    ref = _lark(text, ["start"], [str(tmp_path)])
+    ours = compile_lark_rules(text, [str(tmp_path)], ["start"])
+    assert ref is not None and ours is not None and _same(ours, ref)
+    assert [t.name for t in ours[0]] == ["NAME", "_lib__SEP", "COMMA"]  # lib's NAME imported once, as NAME
+    assert {r.origin.name for r in ours[1]} == {"start", "lib_pair", "item", "other", "__item_star_0"}

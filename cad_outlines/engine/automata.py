@@ -906,11 +906,8 @@ def minimize_arrays(trans: np.ndarray, label: np.ndarray, block: np.ndarray | No
 
     t = np.ascontiguousarray(trans, dtype=np.int32)
     blk = None if block is None else np.ascontiguousarray(block, dtype=np.uint8)
-    n, tb, lb, bb = core().minimize_dfa(t, np.ascontiguousarray(label, dtype=np.int64), blk)
-    ft = np.frombuffer(tb, dtype=np.int32).reshape(n, 256).copy()
-    lab = np.frombuffer(lb, dtype=np.int64).copy()
-    fb = np.frombuffer(bb, dtype=bool).reshape(n, 256).copy() if bb else None
-    return ft, lab, fb
+    n, ft, lab, fb = core().minimize_dfa(t, np.ascontiguousarray(label, dtype=np.int64), blk)
+    return ft.reshape(n, 256), lab, fb.view(bool).reshape(n, 256) if fb.size else None
 
 
 def _minimize(trans: np.ndarray, accept: np.ndarray, block: np.ndarray) -> ByteDFA:

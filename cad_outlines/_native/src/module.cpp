@@ -410,13 +410,11 @@ NB_MODULE(_core, m) {
                   nb::gil_scoped_release release;
                   d = minimize_dfa(int32_t(m), trans.data(), label.data(), block ? block->data() : nullptr);
               }
-              return nb::make_tuple(
-                  d.n, nb::bytes(reinterpret_cast<const char*>(d.trans.data()), d.trans.size() * sizeof(int32_t)),
-                  nb::bytes(reinterpret_cast<const char*>(d.label.data()), d.label.size() * sizeof(int64_t)),
-                  nb::bytes(reinterpret_cast<const char*>(d.block.data()), d.block.size()));
+              return nb::make_tuple(d.n, to_numpy(std::move(d.trans)), to_numpy(std::move(d.label)),
+                                    to_numpy(std::move(d.block)));
           }, "trans"_a, "label"_a, "block"_a.none() = nb::none(),
-          "Trim, minimise and canonically number a byte DFA (see dfa.h): (n, trans, label, block) as "
-          "bytes of int32 (n x 256), int64 (n) and bool (n x 256, empty when no state blocks).");
+          "Trim, minimise and canonically number a byte DFA (see dfa.h): (n, trans, label, block) with "
+          "flat numpy arrays int32 (n * 256), int64 (n) and uint8 (n * 256, empty when no state blocks).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -349,4 +349,69 @@ MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, c
     return out;
 }
 
+MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept, const uint8_t* block,
+                          const std::vector<const int32_t*>& str_trans, const std::vector<const uint8_t*>& str_accept) {
+    // product states (regex state, each string's state or -1) with some string alive come
+    // first, from the start (0, 0, ...); a byte that kills every string run leads to the
+    // regex DFA's own state r, numbered P + r once the P product states are known
+    const size_t k = str_trans.size(), w = k + 1;
+    RowInterner ids;
+    std::vector<int32_t> key(w, 0), tuples, rows;  // rows: product transitions, >= 0 product, < -1: -2 - r
+    ids.intern(key.data(), w);
+    tuples.assign(key.begin(), key.end());
+    for (size_t p = 0; p < ids.size(); ++p) {
+        const int32_t r = tuples[p * w];
+        rows.resize((p + 1) * 256);
+        int32_t* row = rows.data() + p * 256;
+        for (int b = 0; b < 256; ++b) {
+            const int32_t x = trans[size_t(r) * 256 + b];
+            row[b] = x >= 0 ? -2 - x : -1;
+            if (x < 0) continue;
+            bool alive = false;
+            key[0] = x;
+            for (size_t q = 0; q < k; ++q) {
+                const int32_t s = tuples[p * w + 1 + q];
+                key[1 + q] = s >= 0 ? str_trans[q][size_t(s) * 256 + b] : -1;
+                alive |= key[1 + q] >= 0;
+            }
+            if (!alive) continue;
+            const size_t before = ids.size();
+            row[b] = ids.intern(key.data(), w);
+            if (ids.size() > before) tuples.insert(tuples.end(), key.begin(), key.end());
+        }
+    }
+    const size_t np = ids.size(), m = np + size_t(n);
+    std::vector<int32_t> t(m * 256);
+    std::vector<int64_t> label(m);
+    std::vector<uint8_t> blk(block ? m * 256 : 0);
+    for (size_t p = 0; p < np; ++p) {
+        for (int b = 0; b < 256; ++b) {
+            const int32_t x = rows[p * 256 + b];
+            t[p * 256 + b] = x < -1 ? int32_t(np) + (-2 - x) : x;
+        }
+        const int32_t r = tuples[p * w];
+        label[p] = -1;
+        if (accept[r]) {
+            label[p] = 0;
+            for (size_t q = 0; q < k; ++q) {
+                const int32_t s = tuples[p * w + 1 + q];
+                if (s >= 0 && str_accept[q][s]) {
+                    label[p] = int64_t(1 + q);
+                    break;
+                }
+            }
+        }
+        if (block) std::memcpy(blk.data() + p * 256, block + size_t(r) * 256, 256);
+    }
+    for (int32_t r = 0; r < n; ++r) {
+        for (int b = 0; b < 256; ++b) {
+            const int32_t x = trans[size_t(r) * 256 + b];
+            t[(np + r) * 256 + b] = x >= 0 ? int32_t(np) + x : -1;
+        }
+        label[np + r] = accept[r] ? 0 : -1;
+    }
+    if (block) std::memcpy(blk.data() + np * 256, block, size_t(n) * 256);
+    return minimize_dfa(int32_t(m), t.data(), label.data(), block ? blk.data() : nullptr);
+}
+
 }  // namespace cad

@@ -1,6 +1,7 @@
-// Terminal DFAs over bytes: a code-point DFA's transitions expanded to UTF-8, and the
-// minimisation with canonical state numbering. The native form of engine/automata.py's
-// _to_bytes (the byte expansion) and minimize_arrays.
+// Terminal DFAs over bytes: a code-point DFA's transitions expanded to UTF-8, the
+// minimisation with canonical state numbering, and the "unless" product. The native form of
+// engine/automata.py's _to_bytes (the byte expansion) and minimize_arrays, and of
+// engine/terminals.py's _unless_product.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +27,13 @@ struct MinimalDfa {
 // state 0, bytes in increasing order. States with different labels or block rows stay
 // apart. `block` may be null. With no live start state: one state, no edges, label -1.
 MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, const uint8_t* block);
+
+// A regex terminal's DFA refined by the string terminals it "unless"-retypes (lark's
+// _create_unless), minimised as above: label 0 where the regex DFA accepts, 1 + q where
+// string q (the first, in order) accepts too, -1 elsewhere; the regex DFA's block rows. The
+// regex DFA is (n x 256) `trans`, `accept`, `block` (may be null); string q is
+// (strs[q] x 256) `str_trans[q]`, `str_accept[q]`.
+MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept, const uint8_t* block,
+                          const std::vector<const int32_t*>& str_trans, const std::vector<const uint8_t*>& str_accept);
 
 }  // namespace cad

@@ -120,14 +120,19 @@ class TerminalSet:
     unless: dict[str, tuple[str, ...]]  # regex terminal -> string terminals that retype it
     ignore: frozenset[str]
     _by_name: dict[str, TerminalInfo] = field(init=False, repr=False)
-    _first: list[list[int]] = field(init=False, repr=False)
     _retype: dict[tuple[str, bytes], str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.terminals}
-        scan = [self._by_name[n].dfa for n in self.scanner]
-        self._first = [[i for i, d in enumerate(scan) if d.trans[0, b] >= 0] for b in range(256)]
         self._retype = {}
+
+    @functools.cached_property
+    def _first(self) -> list[list[int]]:
+        """Per first byte, the scanner terminals (indices) that can start with it."""
+        if not self.scanner:
+            return [[] for _ in range(256)]
+        starts = np.stack([self._by_name[n].dfa.trans[0] for n in self.scanner], axis=1) >= 0  # (256, scanner)
+        return [np.flatnonzero(row).tolist() for row in starts]
 
     def __getitem__(self, name: str) -> TerminalInfo:
         return self._by_name[name]
@@ -288,17 +293,21 @@ def compile_terminals(source: lark.Lark | str | Path, *, start: str | Sequence[s
     # lark's _create_unless, decided on our DFAs
     unless: dict[str, tuple[str, ...]] = {}
     embedded: set[str] = set()
-    strs = [t for t in ordered if isinstance(t.pattern, PatternStr)]
+    strs = [(t, t.pattern.value.encode("utf-8")) for t in ordered if isinstance(t.pattern, PatternStr)]
     for retok in ordered:
         if isinstance(retok.pattern, PatternStr):
             continue
         dfa = by_name[retok.name].dfa
+        first = dfa.trans[0].tolist()  # most strings stop at their first byte: no full table lists
         hits = []
-        for strtok in strs:
-            if strtok.priority != retok.priority:
+        for strtok, s in strs:
+            if strtok.priority != retok.priority or (st := first[s[0]]) < 0:
                 continue
-            s = strtok.pattern.value.encode("utf-8")
-            if dfa.longest_match(s) == len(s):
+            for b in s[1:]:
+                st = int(dfa.trans[st, b])
+                if st < 0:
+                    break
+            if st >= 0 and dfa.accept[st]:  # the regex's match on the string is all of it
                 hits.append(strtok.name)
                 if strtok.pattern.flags <= retok.pattern.flags:
                     embedded.add(strtok.name)

@@ -94,30 +94,13 @@ class TerminalAutomaton:
               ) -> TerminalAutomaton:
         """From a DFA with -1 for missing transitions (and an optional block table);
         adds shadow states, the dead sink and `live`."""
-        n = trans.shape[0]
-        label = np.asarray(label, dtype=np.int32)
-        block = np.zeros((n, 256), dtype=bool) if block is None else np.asarray(block, dtype=bool)
-        shadowed = np.flatnonzero((label >= 0) & block.any(axis=1))
-        m = n + len(shadowed)  # states, then shadows, then the dead sink (index m)
-        full = np.full((m + 1, 256), m, dtype=np.int32)
-        full[:n] = np.where(trans < 0, m, trans)
-        full[n:m] = full[shadowed]
-        lab = np.full(m + 1, -1, dtype=np.int32)
-        lab[:n] = label
-        blk = np.zeros((m + 1, 256), dtype=bool)
-        blk[:n] = block
-        shadow = np.arange(m + 1, dtype=np.int32)
-        shadow[shadowed] = np.arange(n, m, dtype=np.int32)
-        # live: can reach an accepting state in >= 1 step (backward closure)
-        reach = np.zeros(m + 1, dtype=bool)
-        accepting = lab >= 0
-        changed = True
-        while changed:
-            new = (accepting | reach)[full].any(axis=1)
-            new[m] = False
-            changed = bool((new & ~reach).any())
-            reach |= new
-        return cls(name, full, lab, reach, blk, blk.any(axis=1), shadow)
+        from .._native import core
+
+        blk = None if block is None else np.ascontiguousarray(block, dtype=bool).view(np.uint8)
+        m, full, lab, live, blk, blocked, shadow = core().terminal_tables(
+            np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(label, dtype=np.int32), blk)
+        return cls(name, full.reshape(m + 1, 256), lab, live.view(bool), blk.view(bool).reshape(m + 1, 256),
+                   blocked.view(bool), shadow)
 
     @classmethod
     def guard(cls, blocked_bytes: np.ndarray) -> TerminalAutomaton:

@@ -414,4 +414,56 @@ MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept
     return minimize_dfa(int32_t(m), t.data(), label.data(), block ? blk.data() : nullptr);
 }
 
+TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* label, const uint8_t* block) {
+    TerminalTables out;
+    std::vector<int32_t> shadowed;
+    for (int32_t s = 0; s < n && block; ++s)
+        if (label[s] >= 0 && std::any_of(block + size_t(s) * 256, block + size_t(s + 1) * 256, [](uint8_t v) { return v; }))
+            shadowed.push_back(s);
+    const int32_t m = n + int32_t(shadowed.size());
+    const size_t total = size_t(m) + 1;
+    out.m = m;
+    out.trans.resize(total * 256);
+    for (size_t i = 0; i < size_t(n) * 256; ++i) out.trans[i] = trans[i] < 0 ? m : trans[i];
+    for (size_t j = 0; j < shadowed.size(); ++j)
+        std::copy_n(out.trans.data() + size_t(shadowed[j]) * 256, 256, out.trans.data() + (size_t(n) + j) * 256);
+    std::fill_n(out.trans.data() + size_t(m) * 256, 256, m);
+    out.label.assign(total, -1);
+    std::copy_n(label, n, out.label.begin());
+    out.block.assign(total * 256, 0);
+    out.blocked.assign(total, 0);
+    out.shadow.resize(total);
+    for (size_t s = 0; s < total; ++s) out.shadow[s] = int32_t(s);
+    for (size_t j = 0; j < shadowed.size(); ++j) out.shadow[shadowed[j]] = n + int32_t(j);
+    if (block) {
+        std::copy_n(block, size_t(n) * 256, out.block.begin());
+        for (int32_t s = 0; s < n; ++s)
+            out.blocked[s] = std::any_of(block + size_t(s) * 256, block + size_t(s + 1) * 256, [](uint8_t v) { return v; });
+    }
+    // live: backwards from the accepting states over the edges of states 0..m-1
+    std::vector<size_t> roff(total + 1, 0);
+    for (size_t i = 0; i < size_t(m) * 256; ++i) ++roff[size_t(out.trans[i]) + 1];
+    for (size_t s = 0; s < total; ++s) roff[s + 1] += roff[s];
+    std::vector<int32_t> pred(roff[total]);
+    {
+        std::vector<size_t> fill(roff.begin(), roff.end() - 1);
+        for (size_t i = 0; i < size_t(m) * 256; ++i) pred[fill[out.trans[i]]++] = int32_t(i / 256);
+    }
+    out.live.assign(total, 0);
+    std::vector<int32_t> todo;  // states that reach an accepting state in zero or more steps
+    for (int32_t s = 0; s < m; ++s)
+        if (out.label[s] >= 0) todo.push_back(s);
+    while (!todo.empty()) {
+        const int32_t t = todo.back();
+        todo.pop_back();
+        for (size_t e = roff[t]; e < roff[size_t(t) + 1]; ++e) {
+            const int32_t p = pred[e];
+            if (out.live[p]) continue;
+            out.live[p] = 1;
+            if (out.label[p] < 0) todo.push_back(p);
+        }
+    }
+    return out;
+}
+
 }  // namespace cad

@@ -441,6 +441,24 @@ NB_MODULE(_core, m) {
           }, "trans"_a, "accept"_a, "block"_a.none(), "str_trans"_a, "str_accept"_a,
           "A regex terminal's DFA refined by its \"unless\" string DFAs, minimised (see dfa.h): "
           "(n, trans, label, block) as minimize_dfa returns them.");
+    m.def("terminal_tables", [](const Tab& trans, const I32& label, std::optional<Blk> block) {
+              const size_t n = trans.shape(0);
+              if (trans.shape(1) != 256 || label.shape(0) != n ||
+                  (block && (block->shape(0) != n || block->shape(1) != 256)))
+                  throw std::invalid_argument("terminal_tables: arrays of inconsistent shapes");
+              for (size_t i = 0; i < n * 256; ++i)
+                  if (trans.data()[i] >= int32_t(n)) throw std::invalid_argument("terminal_tables: a target out of range");
+              TerminalTables t;
+              {
+                  nb::gil_scoped_release release;
+                  t = terminal_tables(int32_t(n), trans.data(), label.data(), block ? block->data() : nullptr);
+              }
+              return nb::make_tuple(t.m, to_numpy(std::move(t.trans)), to_numpy(std::move(t.label)),
+                                    to_numpy(std::move(t.live)), to_numpy(std::move(t.block)),
+                                    to_numpy(std::move(t.blocked)), to_numpy(std::move(t.shadow)));
+          }, "trans"_a, "label"_a, "block"_a.none(),
+          "A terminal DFA as the lexer's tables (see dfa.h): (m, trans, label, live, block, blocked, shadow), "
+          "flat numpy arrays over the m + 1 states (uint8 for the flags).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -777,9 +777,12 @@ class _Determinizer:
 def _partition(sets: list[Cset]) -> list[tuple[int, list[tuple[int, int]]]]:
     """Split the code points into classes on which every set agrees: [(representative,
     segments)] in order of first segment, skipping the class outside every set."""
-    sets = [s for s in sets if s]
+    sets = list(dict.fromkeys(s for s in sets if s))
     if not sets:
         return []
+    if len(sets) == 1:  # one class: the set itself (e.g. a large Unicode class on its own)
+        cs = sets[0]
+        return [(cs[0], list(zip(cs[::2], cs[1::2])))]
     if sum(map(len, sets)) > 512:  # large Unicode classes: vectorised
         return _partition_np(sets)
     bounds = sorted(set().union(*sets) | {0, MAX_CODEPOINT})
@@ -848,24 +851,31 @@ def _lead_range(b: int) -> tuple[int, int] | None:
     return None
 
 
+@functools.cache
+def _lead_sets() -> list[tuple[int, int, int]]:
+    """(lead byte, lo, hi): the valid code points [lo, hi) of each multi-byte lead byte
+    (never surrogates: one interval each)."""
+    out = []
+    for b in range(0xC2, 0xF5):
+        r = _lead_range(b)
+        rr = _cset([r]) if r is not None else ()
+        if rr:
+            assert len(rr) == 2
+            out.append((b, *rr))
+    return out
+
+
 def _block_row(cs: Cset, where: tuple[str, int | None]) -> list[bool]:
     row = [False] * 256
     if not cs:
         return row
     for b in range(0x80):
         row[b] = _contains(cs, b)
-    for b in range(0x80, 256):
-        if 0x80 <= b < 0xC2 or b > 0xF4:
-            continue
-        r = _lead_range(b)
-        if r is None:
-            continue
-        inter = _intersect(cs, _cset([r]))
-        if not inter:
-            continue
-        if inter != _cset([r]):
+    for b, lo, hi in _lead_sets():
+        i = bisect.bisect_right(cs, lo)
+        if i < len(cs) and cs[i] < hi:  # a boundary inside the lead byte's code points
             raise UnsupportedRegex(*where, "the lookahead's characters split a UTF-8 lead byte")
-        row[b] = True
+        row[b] = i & 1 == 1
     return row
 
 

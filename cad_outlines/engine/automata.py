@@ -177,6 +177,8 @@ def _contains(cs: Sequence[int], c: int) -> bool:
 def _combine(a: Cset, b: Cset, op) -> Cset:
     """The set of code points c with op(c in a, c in b), one merge-sweep over both boundary
     lists (op(False, False) must be False)."""
+    if len(a) + len(b) > 256:  # large Unicode classes: vectorised
+        return _combine_np(a, b, op)
     out: list[int] = []
     i = j = 0
     na, nb = len(a), len(b)
@@ -196,6 +198,21 @@ def _combine(a: Cset, b: Cset, op) -> Cset:
             out.append(p)
             inside = v
     if inside:
+        out.append(MAX_CODEPOINT)
+    return tuple(out)
+
+
+def _combine_np(a: Cset, b: Cset, op) -> Cset:
+    """:func:`_combine` with numpy: membership at every boundary by parity of
+    ``searchsorted``, then the points where op's value changes."""
+    xa, xb = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    pts = np.union1d(xa, xb)
+    pts = pts[pts < MAX_CODEPOINT]
+    table = np.array([op(x, y) for x in (False, True) for y in (False, True)], dtype=bool)
+    v = table[2 * (np.searchsorted(xa, pts, side="right") & 1) + (np.searchsorted(xb, pts, side="right") & 1)]
+    change = v != np.concatenate(([False], v[:-1]))
+    out = pts[change].tolist()
+    if v.size and v[-1]:
         out.append(MAX_CODEPOINT)
     return tuple(out)
 

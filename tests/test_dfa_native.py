@@ -1,5 +1,6 @@
 """The compiled core's DFA pieces (dfa.cpp): minimisation with canonical numbering, the
-UTF-8 expansion, and the literal fast path, against brute force."""
+UTF-8 expansion, the "unless" product, the lexer's terminal tables, the literal fast path
+and the vectorised set operations, against brute force or the plain constructions."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 from cad_outlines.engine import _sre_compat as sre
 from cad_outlines.engine import automata
 from cad_outlines.engine.automata import minimize_arrays, regex_to_dfa
+from cad_outlines.engine.lexer import TerminalAutomaton
+from cad_outlines.engine.terminals import _unless_product
 
 
 def _random_dfa(rng: random.Random, n: int, alphabet: list[int]):
@@ -116,3 +119,148 @@ def test_utf8_expansion_matches_python_on_boundary_code_points(pattern):
     for cp in points:
         ch = chr(cp)
         assert d.fullmatch(ch.encode()) == bool(rx.fullmatch(ch)), (pattern, hex(cp))
+
+
+def _reference_product(dfa, strs):
+    """The "unless" product built state by state in Python, then minimised."""
+    n, k = dfa.n_states, len(strs)
+    blk0 = dfa.block if dfa.block is not None else np.zeros((n, 256), bool)
+    ids: dict[tuple, int] = {}
+    todo: list[tuple] = []
+
+    def sid(tup):
+        if tup not in ids:
+            ids[tup] = len(todo)
+            todo.append(tup)
+        return ids[tup]
+
+    sid((0,) * (k + 1))
+    rows = []
+    i = 0
+    while i < len(todo):
+        tup = todo[i]
+        i += 1
+        row = []
+        for b in range(256):
+            x = int(dfa.trans[tup[0], b])
+            nxt = [int(d.trans[s, b]) if s >= 0 else -1 for d, s in zip(strs, tup[1:])]
+            row.append(-1 if x < 0 else ("p", sid((x, *nxt))) if max(nxt) >= 0 else ("r", x))
+        rows.append(row)
+    p = len(todo)
+    trans = np.array([[-1 if c == -1 else c[1] if c[0] == "p" else p + c[1] for c in row] for row in rows]
+                     + [[p + x if x >= 0 else -1 for x in r] for r in dfa.trans.tolist()], dtype=np.int32)
+    label = np.array([(-1 if not dfa.accept[t[0]] else next(
+        (1 + q for q, (d, s) in enumerate(zip(strs, t[1:])) if s >= 0 and d.accept[s]), 0)) for t in todo]
+        + [0 if a else -1 for a in dfa.accept.tolist()], dtype=np.int64)
+    block = np.concatenate([blk0[[t[0] for t in todo]], blk0])
+    return minimize_arrays(trans, label, block)
+
+
+@pytest.mark.parametrize("regex, strings", [
+    (r"[a-z_]\w*", ["def", "define", "if", "in", "is", "x"]),
+    (r"[a-z]+(?![0-9])", ["ab", "abc", "b"]),
+    (r"(?i:[a-z]+)", ["select", "SELECT", "from"]),
+    (r"[^\W\d]\w*", ["é", "ünïcode", "a"]),
+    (r"\d+|[a-f]+", ["12", "abc", "ff0"]),
+])
+def test_unless_product_matches_the_plain_construction(regex, strings):
+    import re
+
+    dfa = regex_to_dfa(regex, semantics="match")
+    strs = [regex_to_dfa(re.escape(w), semantics="match") for w in strings]
+    strs.append(regex_to_dfa("(?i:select)", semantics="match"))
+    got = _unless_product(dfa, strs)
+    want = _reference_product(dfa, strs)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert (got[2] is None) == (want[2] is None) and (got[2] is None or np.array_equal(got[2], want[2]))
+
+
+def _reference_tables(trans, label, block):
+    """TerminalAutomaton.build's tables computed with numpy (the live fixpoint step by step)."""
+    n = trans.shape[0]
+    shadowed = np.flatnonzero((label >= 0) & block.any(axis=1))
+    m = n + len(shadowed)
+    full = np.full((m + 1, 256), m, dtype=np.int32)
+    full[:n] = np.where(trans < 0, m, trans)
+    full[n:m] = full[shadowed]
+    lab = np.full(m + 1, -1, dtype=np.int32)
+    lab[:n] = label
+    blk = np.zeros((m + 1, 256), dtype=bool)
+    blk[:n] = block
+    shadow = np.arange(m + 1, dtype=np.int32)
+    shadow[shadowed] = np.arange(n, m, dtype=np.int32)
+    reach = np.zeros(m + 1, dtype=bool)
+    while True:
+        new = (lab >= 0)[full].any(axis=1) | reach[full].any(axis=1)
+        new[m] = False
+        if (new == reach).all():
+            break
+        reach = new
+    return full, lab, reach, blk, blk.any(axis=1), shadow
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_terminal_tables_match_numpy(seed):
+    rng = random.Random(seed)
+    trans, label, block = _random_dfa(rng, rng.randint(1, 10), [97, 98, 99])
+    label = label.astype(np.int32)
+    if seed % 3 == 0:
+        block[:] = False
+    got = TerminalAutomaton.build("T", trans, label, None if seed % 3 == 0 else block)
+    want = _reference_tables(trans, label, block)
+    for x, y in zip((got.trans, got.label, got.live, got.block, got.blocked, got.shadow), want):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def _sweep(a, b, op):
+    """automata._combine's merge sweep, for any size."""
+    out, i, j, ina, inb, inside = [], 0, 0, False, False, False
+    while i < len(a) or j < len(b):
+        p = a[i] if j >= len(b) or (i < len(a) and a[i] <= b[j]) else b[j]
+        if p >= automata.MAX_CODEPOINT:
+            break
+        if i < len(a) and a[i] == p:
+            i, ina = i + 1, not ina
+        if j < len(b) and b[j] == p:
+            j, inb = j + 1, not inb
+        if op(ina, inb) != inside:
+            out.append(p)
+            inside = not inside
+    if inside:
+        out.append(automata.MAX_CODEPOINT)
+    return tuple(out)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_vectorised_set_operations_match_the_sweep(seed):
+    rng = random.Random(seed)
+    top = rng.choice([300, 70_000, automata.MAX_CODEPOINT + 1])
+
+    def rset():
+        pts = sorted(rng.sample(range(top), rng.randrange(0, 300)))
+        return tuple(pts[: len(pts) // 2 * 2])
+
+    for op in (lambda x, y: x and y, lambda x, y: x or y, lambda x, y: y and not x):
+        a, b = rset(), rset()
+        assert automata._combine_np(a, b, op) == _sweep(a, b, op)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_block_rows_match_byte_by_byte_decoding(seed):
+    rng = random.Random(seed)
+    lo = rng.choice([0x80, 0x800, 0x10000])
+    cs = automata._cset([(lo, lo + rng.choice([64, 4096, 1 << 18]))])
+    if seed % 2:
+        cs = automata._union(cs, automata._cset([(97, 100)]))
+    try:
+        row = automata._block_row(cs, ("lookahead", None))
+    except automata.UnsupportedRegex:
+        row = None
+    want = [automata._contains(cs, b) for b in range(128)] + [False] * 128
+    for b, lo_, hi_ in automata._lead_sets():
+        inside = [automata._contains(cs, c) for c in range(lo_, hi_)]
+        if any(inside) and not all(inside):
+            want = None
+            break
+        want[b] = all(inside)
+    assert row == want

@@ -177,6 +177,8 @@ def _contains(cs: Sequence[int], c: int) -> bool:
 def _combine(a: Cset, b: Cset, op) -> Cset:
     """The set of code points c with op(c in a, c in b), one merge-sweep over both boundary
     lists (op(False, False) must be False)."""
+    if len(a) + len(b) > 256:  # large Unicode classes: vectorised
+        return _combine_np(a, b, op)
     out: list[int] = []
     i = j = 0
     na, nb = len(a), len(b)
@@ -196,6 +198,21 @@ def _combine(a: Cset, b: Cset, op) -> Cset:
             out.append(p)
             inside = v
     if inside:
+        out.append(MAX_CODEPOINT)
+    return tuple(out)
+
+
+def _combine_np(a: Cset, b: Cset, op) -> Cset:
+    """:func:`_combine` with numpy: membership at every boundary by parity of
+    ``searchsorted``, then the points where op's value changes."""
+    xa, xb = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    pts = np.union1d(xa, xb)
+    pts = pts[pts < MAX_CODEPOINT]
+    table = np.array([op(x, y) for x in (False, True) for y in (False, True)], dtype=bool)
+    v = table[2 * (np.searchsorted(xa, pts, side="right") & 1) + (np.searchsorted(xb, pts, side="right") & 1)]
+    change = v != np.concatenate(([False], v[:-1]))
+    out = pts[change].tolist()
+    if v.size and v[-1]:
         out.append(MAX_CODEPOINT)
     return tuple(out)
 
@@ -777,9 +794,12 @@ class _Determinizer:
 def _partition(sets: list[Cset]) -> list[tuple[int, list[tuple[int, int]]]]:
     """Split the code points into classes on which every set agrees: [(representative,
     segments)] in order of first segment, skipping the class outside every set."""
-    sets = [s for s in sets if s]
+    sets = list(dict.fromkeys(s for s in sets if s))
     if not sets:
         return []
+    if len(sets) == 1:  # one class: the set itself (e.g. a large Unicode class on its own)
+        cs = sets[0]
+        return [(cs[0], list(zip(cs[::2], cs[1::2])))]
     if sum(map(len, sets)) > 512:  # large Unicode classes: vectorised
         return _partition_np(sets)
     bounds = sorted(set().union(*sets) | {0, MAX_CODEPOINT})
@@ -848,24 +868,31 @@ def _lead_range(b: int) -> tuple[int, int] | None:
     return None
 
 
+@functools.cache
+def _lead_sets() -> list[tuple[int, int, int]]:
+    """(lead byte, lo, hi): the valid code points [lo, hi) of each multi-byte lead byte
+    (never surrogates: one interval each)."""
+    out = []
+    for b in range(0xC2, 0xF5):
+        r = _lead_range(b)
+        rr = _cset([r]) if r is not None else ()
+        if rr:
+            assert len(rr) == 2
+            out.append((b, *rr))
+    return out
+
+
 def _block_row(cs: Cset, where: tuple[str, int | None]) -> list[bool]:
     row = [False] * 256
     if not cs:
         return row
     for b in range(0x80):
         row[b] = _contains(cs, b)
-    for b in range(0x80, 256):
-        if 0x80 <= b < 0xC2 or b > 0xF4:
-            continue
-        r = _lead_range(b)
-        if r is None:
-            continue
-        inter = _intersect(cs, _cset([r]))
-        if not inter:
-            continue
-        if inter != _cset([r]):
+    for b, lo, hi in _lead_sets():
+        i = bisect.bisect_right(cs, lo)
+        if i < len(cs) and cs[i] < hi:  # a boundary inside the lead byte's code points
             raise UnsupportedRegex(*where, "the lookahead's characters split a UTF-8 lead byte")
-        row[b] = True
+        row[b] = i & 1 == 1
     return row
 
 
@@ -906,11 +933,8 @@ def minimize_arrays(trans: np.ndarray, label: np.ndarray, block: np.ndarray | No
 
     t = np.ascontiguousarray(trans, dtype=np.int32)
     blk = None if block is None else np.ascontiguousarray(block, dtype=np.uint8)
-    n, tb, lb, bb = core().minimize_dfa(t, np.ascontiguousarray(label, dtype=np.int64), blk)
-    ft = np.frombuffer(tb, dtype=np.int32).reshape(n, 256).copy()
-    lab = np.frombuffer(lb, dtype=np.int64).copy()
-    fb = np.frombuffer(bb, dtype=bool).reshape(n, 256).copy() if bb else None
-    return ft, lab, fb
+    n, ft, lab, fb = core().minimize_dfa(t, np.ascontiguousarray(label, dtype=np.int64), blk)
+    return ft.reshape(n, 256), lab, fb.view(bool).reshape(n, 256) if fb.size else None
 
 
 def _minimize(trans: np.ndarray, accept: np.ndarray, block: np.ndarray) -> ByteDFA:

@@ -21,6 +21,7 @@ regex gets the keyword's terminal); ignored labels are not emitted.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -94,30 +95,13 @@ class TerminalAutomaton:
               ) -> TerminalAutomaton:
         """From a DFA with -1 for missing transitions (and an optional block table);
         adds shadow states, the dead sink and `live`."""
-        n = trans.shape[0]
-        label = np.asarray(label, dtype=np.int32)
-        block = np.zeros((n, 256), dtype=bool) if block is None else np.asarray(block, dtype=bool)
-        shadowed = np.flatnonzero((label >= 0) & block.any(axis=1))
-        m = n + len(shadowed)  # states, then shadows, then the dead sink (index m)
-        full = np.full((m + 1, 256), m, dtype=np.int32)
-        full[:n] = np.where(trans < 0, m, trans)
-        full[n:m] = full[shadowed]
-        lab = np.full(m + 1, -1, dtype=np.int32)
-        lab[:n] = label
-        blk = np.zeros((m + 1, 256), dtype=bool)
-        blk[:n] = block
-        shadow = np.arange(m + 1, dtype=np.int32)
-        shadow[shadowed] = np.arange(n, m, dtype=np.int32)
-        # live: can reach an accepting state in >= 1 step (backward closure)
-        reach = np.zeros(m + 1, dtype=bool)
-        accepting = lab >= 0
-        changed = True
-        while changed:
-            new = (accepting | reach)[full].any(axis=1)
-            new[m] = False
-            changed = bool((new & ~reach).any())
-            reach |= new
-        return cls(name, full, lab, reach, blk, blk.any(axis=1), shadow)
+        from .._native import core
+
+        blk = None if block is None else np.ascontiguousarray(block, dtype=bool).view(np.uint8)
+        m, full, lab, live, blk, blocked, shadow = core().terminal_tables(
+            np.ascontiguousarray(trans, dtype=np.int32), np.ascontiguousarray(label, dtype=np.int32), blk)
+        return cls(name, full.reshape(m + 1, 256), lab, live.view(bool), blk.view(bool).reshape(m + 1, 256),
+                   blocked.view(bool), shadow)
 
     @classmethod
     def guard(cls, blocked_bytes: np.ndarray) -> TerminalAutomaton:
@@ -140,41 +124,51 @@ class LexerSpec:
     tab_len: int = 8
 
     def __post_init__(self) -> None:
+        k = self.n_terminals = len(self.automata)
+        autos = list(self.automata)
+        # the terminals' per-state arrays end to end (state s of terminal i at off[i] + s)
+        off = np.zeros(k + 1, dtype=np.int64)
+        np.cumsum([a.label.shape[0] for a in autos], out=off[1:])
+        label_all = np.concatenate([a.label for a in autos]) if k else np.zeros(0, np.int32)
+        blocked_all = np.concatenate([a.blocked for a in autos]) if k else np.zeros(0, bool)
+        live_all = np.concatenate([a.live for a in autos]) if k else np.zeros(0, bool)
         # Guard runs for lexemes that end under a trailing lookahead; they follow the
         # terminals in `automata` and never start a lexeme.
-        self.n_terminals = len(self.automata)
         self.guard_of: dict[tuple[int, int], int] = {}
         rows: dict[bytes, int] = {}
-        for i, a in enumerate(self.automata[: self.n_terminals]):
-            for st in np.flatnonzero((a.label >= 0) & a.blocked):
-                key = a.block[st].tobytes()
-                if key not in rows:
-                    rows[key] = len(self.automata)
-                    self.automata.append(TerminalAutomaton.guard(a.block[st]))
-                self.guard_of[(i, int(st))] = rows[key]
+        pending = np.flatnonzero((label_all >= 0) & blocked_all)
+        for g, i in zip(pending.tolist(), (np.searchsorted(off, pending, side="right") - 1).tolist()):
+            a, st = autos[i], g - int(off[i])
+            key = a.block[st].tobytes()
+            if key not in rows:
+                rows[key] = len(self.automata)
+                self.automata.append(TerminalAutomaton.guard(a.block[st]))
+            self.guard_of[(i, st)] = rows[key]
         self.indent_owner: int | None = None
         if self.indent_label is not None:
-            owners = [i for i, a in enumerate(self.automata) if (a.label == self.indent_label).any()]
+            hits = np.flatnonzero(label_all == self.indent_label)
+            owners = sorted(set((np.searchsorted(off, hits, side="right") - 1).tolist()))
+            owners += [i for i in range(k, len(self.automata)) if (self.automata[i].label == self.indent_label).any()]
             if len(owners) != 1:
                 raise ValueError(f"the indenter's NEWLINE must be one terminal, found {owners}")
             self.indent_owner = owners[0]
-        k = self.n_terminals
-        autos = self.automata[:k]
         # first[i][b]: owner i's state after first byte b (dead if it cannot start so)
         self.first = np.stack([a.trans[0] for a in autos]) if k else np.zeros((0, 256), np.int32)
         # For owner i starting with byte b, the competitors are the terminals j < i still
         # running after b, unless one of them already accepts (lark would pick it): as
         # arrays over (j, b), `first_kills` (j accepts on b) and `first_runs` (j runs on).
-        label0 = np.stack([a.label[a.trans[0]] for a in autos]) if k else np.zeros((0, 256), np.int32)
-        blocked0 = np.stack([a.blocked[a.trans[0]] for a in autos]) if k else np.zeros((0, 256), bool)
-        live0 = np.stack([a.live[a.trans[0]] for a in autos]) if k else np.zeros((0, 256), bool)
+        first_all = self.first + off[:k, None]
+        label0, blocked0, live0 = label_all[first_all], blocked_all[first_all], live_all[first_all]
         self.first_kills = (label0 >= 0) & ~blocked0
         self.first_runs = live0 | (label0 >= 0)
         # the first terminal that accepts on byte b (k: none): owners after it never start on b
         self.first_killer = np.where(self.first_kills.any(axis=0), self.first_kills.argmax(axis=0), k) if k else \
             np.zeros(256, np.int64)
-        dead = np.array([a.dead for a in autos], dtype=np.int32)
-        self.starters: list[list[int]] = [np.flatnonzero(self.first[:, b] != dead).tolist() for b in range(256)]
+        dead = (off[1:] - off[:-1] - 1).astype(np.int32)  # each terminal's sink, its last state
+        bs, js = np.nonzero((self.first != dead[:, None]).T)  # byte-major, terminals ascending
+        bounds = [0, *itertools.accumulate(np.bincount(bs, minlength=256).tolist())]
+        js_list = js.tolist()
+        self.starters: list[list[int]] = [js_list[bounds[b]:bounds[b + 1]] for b in range(256)]
 
     @functools.cached_property
     def competitors(self) -> list[list[tuple[tuple[int, int], ...] | None]]:

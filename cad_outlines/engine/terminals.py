@@ -50,7 +50,7 @@ import lark
 import numpy as np
 from lark.lexer import PatternStr, TerminalDef
 
-from .automata import ByteDFA, UnsupportedRegex, longest_prefix, minimize_arrays, regex_to_dfa
+from .automata import ByteDFA, UnsupportedRegex, longest_prefix, regex_to_dfa
 
 __all__ = [
     "GrammarCompileError", "LexError", "Lexeme", "TerminalInfo", "TerminalSet",
@@ -120,14 +120,19 @@ class TerminalSet:
     unless: dict[str, tuple[str, ...]]  # regex terminal -> string terminals that retype it
     ignore: frozenset[str]
     _by_name: dict[str, TerminalInfo] = field(init=False, repr=False)
-    _first: list[list[int]] = field(init=False, repr=False)
     _retype: dict[tuple[str, bytes], str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._by_name = {t.name: t for t in self.terminals}
-        scan = [self._by_name[n].dfa for n in self.scanner]
-        self._first = [[i for i, d in enumerate(scan) if d.trans[0, b] >= 0] for b in range(256)]
         self._retype = {}
+
+    @functools.cached_property
+    def _first(self) -> list[list[int]]:
+        """Per first byte, the scanner terminals (indices) that can start with it."""
+        if not self.scanner:
+            return [[] for _ in range(256)]
+        starts = np.stack([self._by_name[n].dfa.trans[0] for n in self.scanner], axis=1) >= 0  # (256, scanner)
+        return [np.flatnonzero(row).tolist() for row in starts]
 
     def __getitem__(self, name: str) -> TerminalInfo:
         return self._by_name[name]
@@ -191,60 +196,15 @@ class TerminalSet:
 
 def _unless_product(dfa: ByteDFA, strs: Sequence[ByteDFA]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Product of a regex terminal's DFA with its "unless" string DFAs; label 0 = the regex
-    terminal, 1 + k = the k-th string terminal; minimised."""
+    terminal, 1 + k = the k-th string terminal; minimised (by the compiled core)."""
     if not strs:  # a ByteDFA is already minimal and canonically numbered
         return dfa.trans, np.where(dfa.accept, 0, -1).astype(np.int64), dfa.block
-    n = dfa.n_states
-    blk0 = dfa.block if dfa.block is not None else np.zeros((n, 256), bool)
-    # states 0..n-1: the regex DFA with every string run dead; then the product states
-    k = len(strs)
-    ids: dict[tuple[int, ...], int] = {}
-    todo: list[tuple[int, ...]] = []
-    rows: list[np.ndarray] = []
+    from .._native import core
 
-    def sid(tup: tuple[int, ...]) -> int:  # a product state with some string run alive
-        got = ids.get(tup)
-        if got is None:
-            got = ids[tup] = n + len(todo)
-            todo.append(tup)
-        return got
-
-    sid((0,) + (0,) * k)
-    i = 0
-    while i < len(todo):
-        tup = todo[i]
-        i += 1
-        # a byte that kills every string run leads back into the regex DFA itself
-        row = np.array(dfa.trans[tup[0]], dtype=np.int32)
-        alive = [q for q in range(k) if tup[1 + q] >= 0]
-        cols = np.stack([strs[q].trans[tup[1 + q]] for q in alive], axis=1)  # (256, alive)
-        key = [-1] * (k + 1)
-        for b in np.flatnonzero((row >= 0) & (cols >= 0).any(axis=1)).tolist():
-            key[0] = int(row[b])
-            for q, x in zip(alive, cols[b].tolist()):
-                key[1 + q] = x
-            row[b] = sid(tuple(key))
-            for q in alive:
-                key[1 + q] = -1
-        rows.append(row)
-    total = n + len(todo)
-    trans = np.concatenate([dfa.trans, np.stack(rows)]) if rows else dfa.trans
-    label = np.full(total, -1, dtype=np.int64)
-    label[:n] = np.where(dfa.accept, 0, -1)
-    block = np.zeros((total, 256), dtype=bool)
-    block[:n] = blk0
-    for j, tup in enumerate(todo):
-        r = tup[0]
-        block[n + j] = blk0[r]
-        if dfa.accept[r]:
-            hit = next((q for q, (d, s) in enumerate(zip(strs, tup[1:])) if s >= 0 and d.accept[s]), None)
-            label[n + j] = 0 if hit is None else 1 + hit
-    # state 0 must be the start: it is todo[0] (index n); swap it to the front
-    perm = np.arange(total)
-    perm[0], perm[n] = n, 0
-    inv = np.argsort(perm)
-    trans = np.where(trans[perm] >= 0, inv[np.maximum(trans[perm], 0)], -1)
-    return minimize_arrays(trans, label[perm], block[perm])
+    n, trans, label, block = core().unless_product(
+        dfa.trans, dfa.accept.view(np.uint8), None if dfa.block is None else dfa.block.view(np.uint8),
+        [d.trans for d in strs], [d.accept.view(np.uint8) for d in strs])
+    return trans.reshape(n, 256), label, block.view(bool).reshape(n, 256) if block.size else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -333,17 +293,21 @@ def compile_terminals(source: lark.Lark | str | Path, *, start: str | Sequence[s
     # lark's _create_unless, decided on our DFAs
     unless: dict[str, tuple[str, ...]] = {}
     embedded: set[str] = set()
-    strs = [t for t in ordered if isinstance(t.pattern, PatternStr)]
+    strs = [(t, t.pattern.value.encode("utf-8")) for t in ordered if isinstance(t.pattern, PatternStr)]
     for retok in ordered:
         if isinstance(retok.pattern, PatternStr):
             continue
         dfa = by_name[retok.name].dfa
+        first = dfa.trans[0].tolist()  # most strings stop at their first byte: no full table lists
         hits = []
-        for strtok in strs:
-            if strtok.priority != retok.priority:
+        for strtok, s in strs:
+            if strtok.priority != retok.priority or (st := first[s[0]]) < 0:
                 continue
-            s = strtok.pattern.value.encode("utf-8")
-            if dfa.longest_match(s) == len(s):
+            for b in s[1:]:
+                st = int(dfa.trans[st, b])
+                if st < 0:
+                    break
+            if st >= 0 and dfa.accept[st]:  # the regex's match on the string is all of it
                 hits.append(strtok.name)
                 if strtok.pattern.flags <= retok.pattern.flags:
                     embedded.add(strtok.name)

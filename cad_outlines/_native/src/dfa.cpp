@@ -14,6 +14,76 @@ namespace {
 
 constexpr int32_t MIXED = -2;
 
+// Dense ids, in order of first appearance, for rows of int32s (of any length): rows stored
+// flat, open addressing over their hashes.
+class RowInterner {
+public:
+    int32_t intern(const int32_t* row, size_t len) {
+        if (2 * (size() + 1) > ids_.size()) grow();
+        const uint64_t h = hash(row, len);
+        for (size_t i = slot(h);; i = (i + 1) & mask_) {
+            const int32_t id = ids_[i];
+            if (id < 0) {
+                ids_[i] = int32_t(size());
+                hashes_[i] = h;
+                rows_.insert(rows_.end(), row, row + len);
+                off_.push_back(rows_.size());
+                return ids_[i];
+            }
+            if (hashes_[i] == h && off_[id + 1] - off_[id] == len &&
+                std::memcmp(rows_.data() + off_[id], row, len * sizeof(int32_t)) == 0)
+                return id;
+        }
+    }
+    void clear() {
+        if (size()) ids_.assign(ids_.size(), -1);
+        rows_.clear();
+        off_.resize(1);
+    }
+    size_t size() const { return off_.size() - 1; }
+
+private:
+    // a sum of independent products (vectorises, unlike a chained hash); rows are compared
+    // in full after it
+    static uint64_t hash(const int32_t* row, size_t len) {
+        uint64_t h = len;
+        for (size_t c = 0; c < len; ++c) h += uint64_t(uint32_t(row[c])) * (0x9E3779B97F4A7C15ull + 2 * c);
+        return h ^ (h >> 29);
+    }
+    size_t slot(uint64_t h) const { return size_t((h * 0x9E3779B97F4A7C15ull) >> shift_); }
+    void grow() {
+        const size_t cap = ids_.empty() ? 64 : 2 * ids_.size();
+        std::vector<uint64_t> hashes = std::move(hashes_);
+        std::vector<int32_t> ids = std::move(ids_);
+        hashes_.assign(cap, 0);
+        ids_.assign(cap, -1);
+        mask_ = cap - 1;
+        shift_ = 64 - __builtin_ctzll(cap);
+        for (size_t j = 0; j < ids.size(); ++j)
+            if (ids[j] >= 0) {
+                size_t i = slot(hashes[j]);
+                while (ids_[i] >= 0) i = (i + 1) & mask_;
+                ids_[i] = ids[j];
+                hashes_[i] = hashes[j];
+            }
+    }
+
+    std::vector<int32_t> rows_, ids_;  // ids_: -1 empty slot
+    std::vector<size_t> off_{0};
+    std::vector<uint64_t> hashes_;
+    size_t mask_ = 0;
+    int shift_ = 64;
+};
+
+// A DFA's non-dead transitions, per state in increasing byte order (CSR).
+struct Edges {
+    std::vector<size_t> off{0};
+    std::vector<uint8_t> byte;
+    std::vector<int32_t> to;
+    void add(int b, int32_t t) { byte.push_back(uint8_t(b)), to.push_back(t); }
+    void end_state() { off.push_back(to.size()); }
+};
+
 struct Intervals {
     const int64_t *lo, *hi;
     const int32_t* tgt;
@@ -133,47 +203,39 @@ std::vector<int32_t> utf8_expand(int32_t n, const int64_t* iv_off, const int64_t
 
 MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, const uint8_t* block) {
     MinimalDfa out;
-    // reachable from 0
-    std::vector<uint8_t> keep(m, 0);
-    std::vector<int32_t> stack{0};
-    keep[0] = 1;
-    while (!stack.empty()) {
-        const int32_t s = stack.back();
-        stack.pop_back();
-        for (int b = 0; b < 256; ++b) {
-            const int32_t t = trans[size_t(s) * 256 + b];
-            if (t >= 0 && !keep[t]) keep[t] = 1, stack.push_back(t);
-        }
-    }
-    // live: reaches an accepting state (through reachable states)
-    std::vector<int64_t> roff(size_t(m) + 1, 0);
-    for (int32_t s = 0; s < m; ++s)
-        if (keep[s])
-            for (int b = 0; b < 256; ++b) {
-                const int32_t t = trans[size_t(s) * 256 + b];
-                if (t >= 0) ++roff[size_t(t) + 1];
+    // reachable states, breadth-first from 0, with their edges (targets as reachable indices)
+    std::vector<int32_t> idx(m, -1), reach{0};
+    idx[0] = 0;
+    Edges all;
+    for (size_t r = 0; r < reach.size(); ++r) {
+        const int32_t* row = trans + size_t(reach[r]) * 256;
+        for (int b = 0; b < 256; ++b)
+            if (row[b] >= 0) {
+                if (idx[row[b]] < 0) idx[row[b]] = int32_t(reach.size()), reach.push_back(row[b]);
+                all.add(b, idx[row[b]]);
             }
-    for (int32_t s = 0; s < m; ++s) roff[s + 1] += roff[s];
-    std::vector<int32_t> rsrc(size_t(roff[m]));
-    {
-        std::vector<int64_t> fill(roff.begin(), roff.end() - 1);
-        for (int32_t s = 0; s < m; ++s)
-            if (keep[s])
-                for (int b = 0; b < 256; ++b) {
-                    const int32_t t = trans[size_t(s) * 256 + b];
-                    if (t >= 0) rsrc[size_t(fill[t]++)] = s;
-                }
+        all.end_state();
     }
-    std::vector<uint8_t> live(m, 0);
-    for (int32_t s = 0; s < m; ++s)
-        if (keep[s] && label[s] >= 0) live[s] = 1, stack.push_back(s);
+    const int32_t nr = int32_t(reach.size());
+    // live: reaches an accepting state
+    std::vector<size_t> roff(size_t(nr) + 1, 0);
+    for (int32_t t : all.to) ++roff[size_t(t) + 1];
+    for (int32_t r = 0; r < nr; ++r) roff[r + 1] += roff[r];
+    std::vector<int32_t> rsrc(all.to.size());
+    {
+        std::vector<size_t> fill(roff.begin(), roff.end() - 1);
+        for (int32_t r = 0; r < nr; ++r)
+            for (size_t e = all.off[r]; e < all.off[r + 1]; ++e) rsrc[fill[all.to[e]]++] = r;
+    }
+    std::vector<uint8_t> live(nr, 0);
+    std::vector<int32_t> stack;
+    for (int32_t r = 0; r < nr; ++r)
+        if (label[reach[r]] >= 0) live[r] = 1, stack.push_back(r);
     while (!stack.empty()) {
-        const int32_t s = stack.back();
+        const int32_t r = stack.back();
         stack.pop_back();
-        for (int64_t e = roff[s]; e < roff[size_t(s) + 1]; ++e) {
-            const int32_t p = rsrc[size_t(e)];
-            if (!live[p]) live[p] = 1, stack.push_back(p);
-        }
+        for (size_t e = roff[r]; e < roff[size_t(r) + 1]; ++e)
+            if (!live[rsrc[e]]) live[rsrc[e]] = 1, stack.push_back(rsrc[e]);
     }
     if (!live[0]) {
         out.n = 1;
@@ -181,97 +243,226 @@ MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, c
         out.label.assign(1, -1);
         return out;
     }
-    // compact the kept states, in index order
-    std::vector<int32_t> remap(m, -1), old;
-    for (int32_t s = 0; s < m; ++s)
-        if (live[s]) remap[s] = int32_t(old.size()), old.push_back(s);
+    // the kept (reachable and live) states 0..k-1, their edges to kept states
+    std::vector<int32_t> keep_of(nr, -1), old;
+    for (int32_t r = 0; r < nr; ++r)
+        if (live[r]) keep_of[r] = int32_t(old.size()), old.push_back(reach[r]);
     const int32_t k = int32_t(old.size());
-    std::vector<int32_t> t(size_t(k) * 256);
-    for (int32_t i = 0; i < k; ++i)
-        for (int b = 0; b < 256; ++b) {
-            const int32_t x = trans[size_t(old[i]) * 256 + b];
-            t[size_t(i) * 256 + b] = x >= 0 ? remap[x] : -1;
-        }
-    // Moore refinement: a state's signature is its class and its successors' classes
-    std::vector<int32_t> cls(k);
-    auto classify = [&](auto&& key_of, size_t width) {
-        std::unordered_map<uint64_t, std::vector<int32_t>> buckets;  // hash -> representative states
-        std::vector<int32_t> next(k);
-        std::vector<int32_t> key(width);
-        std::vector<std::vector<int32_t>> keys;
-        int32_t count = 0;
-        for (int32_t s = 0; s < k; ++s) {
-            key_of(s, key.data());
-            auto& bucket = buckets[fnv1a(key.data(), key.size())];
-            int32_t found = -1;
-            for (int32_t c : bucket)
-                if (keys[size_t(c)] == key) { found = c; break; }
-            if (found < 0) {
-                found = count++;
-                keys.push_back(key);
-                bucket.push_back(found);
+    Edges ed;
+    for (int32_t r = 0; r < nr; ++r) {
+        if (!live[r]) continue;
+        for (size_t e = all.off[r]; e < all.off[r + 1]; ++e)
+            if (live[all.to[e]]) ed.add(all.byte[e], keep_of[all.to[e]]);
+        ed.end_state();
+    }
+    bool blocks = false;
+    if (block)
+        for (int32_t i = 0; i < k && !blocks; ++i)
+            for (int b = 0; b < 256 && !blocks; ++b) blocks = block[size_t(old[i]) * 256 + b] != 0;
+    auto blk = [&](int32_t i, int b) { return blocks ? int32_t(block[size_t(old[i]) * 256 + b]) : 0; };
+    // byte classes: bytes whose columns (transitions and block) agree on every kept state
+    std::array<size_t, 257> coff{};
+    for (uint8_t b : ed.byte) ++coff[size_t(b) + 1];
+    for (int b = 0; b < 256; ++b) coff[b + 1] += coff[b];
+    std::vector<int32_t> cstate(ed.to.size()), cto(ed.to.size());
+    {
+        std::array<size_t, 256> fill;
+        std::copy(coff.begin(), coff.end() - 1, fill.begin());
+        for (int32_t i = 0; i < k; ++i)
+            for (size_t e = ed.off[i]; e < ed.off[i + 1]; ++e) {
+                const size_t f = fill[ed.byte[e]]++;
+                cstate[f] = i, cto[f] = ed.to[e];
             }
-            next[s] = found;
+    }
+    auto same_column = [&](int a, int b) {
+        const size_t n = coff[a + 1] - coff[a];
+        if (n != coff[b + 1] - coff[b] ||
+            !std::equal(cstate.begin() + coff[a], cstate.begin() + coff[a] + n, cstate.begin() + coff[b]) ||
+            !std::equal(cto.begin() + coff[a], cto.begin() + coff[a] + n, cto.begin() + coff[b]))
+            return false;
+        for (int32_t i = 0; i < k && blocks; ++i)
+            if (blk(i, a) != blk(i, b)) return false;
+        return true;
+    };
+    std::array<int, 256> byte_class;
+    std::vector<int> rep_byte;
+    for (int b = 0; b < 256; ++b) {
+        byte_class[b] = -1;
+        for (size_t c = 0; c < rep_byte.size() && byte_class[b] < 0; ++c)
+            if (same_column(rep_byte[c], b)) byte_class[b] = int(c);
+        if (byte_class[b] < 0) byte_class[b] = int(rep_byte.size()), rep_byte.push_back(b);
+    }
+    const size_t nc = rep_byte.size();
+    // Moore refinement: first by label and block row, then by class and the successors'
+    // classes (per byte class; dead successors left out)
+    std::vector<int32_t> cls(k), next(k), key;
+    RowInterner classes;
+    for (int32_t i = 0; i < k; ++i) {
+        key.assign({int32_t(label[old[i]]), int32_t(label[old[i]] >> 32)});
+        if (blocks)
+            for (size_t c = 0; c < nc; ++c) key.push_back(blk(i, rep_byte[c]));
+        cls[i] = classes.intern(key.data(), key.size());
+    }
+    Edges sig;  // per state, (byte class, target) for the classes' representative bytes
+    for (int32_t i = 0; i < k; ++i) {
+        for (size_t e = ed.off[i]; e < ed.off[i + 1]; ++e)
+            if (rep_byte[byte_class[ed.byte[e]]] == ed.byte[e]) sig.add(byte_class[ed.byte[e]], ed.to[e]);
+        sig.end_state();
+    }
+    int32_t count = int32_t(classes.size());
+    key.resize(1 + 2 * nc);
+    while (true) {
+        classes.clear();
+        for (int32_t i = 0; i < k; ++i) {
+            key[0] = cls[i];
+            size_t len = 1;
+            for (size_t e = sig.off[i]; e < sig.off[i + 1]; ++e) key[len++] = sig.byte[e], key[len++] = cls[sig.to[e]];
+            next[i] = classes.intern(key.data(), len);
         }
         cls.swap(next);
-        return count;
-    };
-    int32_t count = classify(
-        [&](int32_t s, int32_t* key) {
-            const int32_t o = old[s];
-            key[0] = int32_t(label[o]);
-            key[1] = int32_t(label[o] >> 32);
-            for (int b = 0; b < 256; ++b) key[2 + b] = block ? block[size_t(o) * 256 + b] : 0;
-        },
-        258);
-    while (true) {
-        const std::vector<int32_t> prev = cls;
-        const int32_t c2 = classify(
-            [&](int32_t s, int32_t* key) {
-                key[0] = prev[s];
-                for (int b = 0; b < 256; ++b) {
-                    const int32_t x = t[size_t(s) * 256 + b];
-                    key[1 + b] = x >= 0 ? prev[x] : -1;
-                }
-            },
-            257);
-        if (c2 == count) break;
-        count = c2;
+        if (int32_t(classes.size()) == count) break;
+        count = int32_t(classes.size());
     }
     // canonical numbering: breadth-first from state 0's class, bytes in increasing order
     std::vector<int32_t> rep(count, -1);
-    for (int32_t s = 0; s < k; ++s)
-        if (rep[cls[s]] < 0) rep[cls[s]] = s;
-    std::vector<int32_t> pos(count, -1), order;
-    order.push_back(cls[0]);
+    for (int32_t i = 0; i < k; ++i)
+        if (rep[cls[i]] < 0) rep[cls[i]] = i;
+    std::vector<int32_t> pos(count, -1), order{cls[0]};
     pos[cls[0]] = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-        const int32_t r = rep[order[i]];
-        for (int b = 0; b < 256; ++b) {
-            const int32_t x = t[size_t(r) * 256 + b];
-            if (x >= 0 && pos[cls[x]] < 0) pos[cls[x]] = int32_t(order.size()), order.push_back(cls[x]);
+    for (size_t j = 0; j < order.size(); ++j) {
+        const int32_t r = rep[order[j]];
+        for (size_t e = ed.off[r]; e < ed.off[r + 1]; ++e) {
+            const int32_t c = cls[ed.to[e]];
+            if (pos[c] < 0) pos[c] = int32_t(order.size()), order.push_back(c);
         }
     }
     out.n = int32_t(order.size());
     out.trans.assign(size_t(out.n) * 256, -1);
     out.label.resize(out.n);
-    bool any_block = false;
-    if (block) out.block.assign(size_t(out.n) * 256, 0);
-    for (int32_t i = 0; i < out.n; ++i) {
-        const int32_t r = rep[order[i]];
-        for (int b = 0; b < 256; ++b) {
-            const int32_t x = t[size_t(r) * 256 + b];
-            out.trans[size_t(i) * 256 + b] = x >= 0 ? pos[cls[x]] : -1;
-        }
-        out.label[i] = label[old[r]];
-        if (block)
-            for (int b = 0; b < 256; ++b) {
-                const uint8_t v = block[size_t(old[r]) * 256 + b];
-                out.block[size_t(i) * 256 + b] = v;
-                any_block |= v != 0;
-            }
+    if (blocks) out.block.assign(size_t(out.n) * 256, 0);
+    for (int32_t j = 0; j < out.n; ++j) {
+        const int32_t r = rep[order[j]];
+        for (size_t e = ed.off[r]; e < ed.off[r + 1]; ++e) out.trans[size_t(j) * 256 + ed.byte[e]] = pos[cls[ed.to[e]]];
+        out.label[j] = label[old[r]];
+        if (blocks) std::memcpy(out.block.data() + size_t(j) * 256, block + size_t(old[r]) * 256, 256);
     }
-    if (!any_block) out.block.clear();
+    return out;
+}
+
+MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept, const uint8_t* block,
+                          const std::vector<const int32_t*>& str_trans, const std::vector<const uint8_t*>& str_accept) {
+    // product states (regex state, each string's state or -1) with some string alive come
+    // first, from the start (0, 0, ...); a byte that kills every string run leads to the
+    // regex DFA's own state r, numbered P + r once the P product states are known
+    const size_t k = str_trans.size(), w = k + 1;
+    RowInterner ids;
+    std::vector<int32_t> key(w, 0), tuples, rows;  // rows: product transitions, >= 0 product, < -1: -2 - r
+    ids.intern(key.data(), w);
+    tuples.assign(key.begin(), key.end());
+    for (size_t p = 0; p < ids.size(); ++p) {
+        const int32_t r = tuples[p * w];
+        rows.resize((p + 1) * 256);
+        int32_t* row = rows.data() + p * 256;
+        for (int b = 0; b < 256; ++b) {
+            const int32_t x = trans[size_t(r) * 256 + b];
+            row[b] = x >= 0 ? -2 - x : -1;
+            if (x < 0) continue;
+            bool alive = false;
+            key[0] = x;
+            for (size_t q = 0; q < k; ++q) {
+                const int32_t s = tuples[p * w + 1 + q];
+                key[1 + q] = s >= 0 ? str_trans[q][size_t(s) * 256 + b] : -1;
+                alive |= key[1 + q] >= 0;
+            }
+            if (!alive) continue;
+            const size_t before = ids.size();
+            row[b] = ids.intern(key.data(), w);
+            if (ids.size() > before) tuples.insert(tuples.end(), key.begin(), key.end());
+        }
+    }
+    const size_t np = ids.size(), m = np + size_t(n);
+    std::vector<int32_t> t(m * 256);
+    std::vector<int64_t> label(m);
+    std::vector<uint8_t> blk(block ? m * 256 : 0);
+    for (size_t p = 0; p < np; ++p) {
+        for (int b = 0; b < 256; ++b) {
+            const int32_t x = rows[p * 256 + b];
+            t[p * 256 + b] = x < -1 ? int32_t(np) + (-2 - x) : x;
+        }
+        const int32_t r = tuples[p * w];
+        label[p] = -1;
+        if (accept[r]) {
+            label[p] = 0;
+            for (size_t q = 0; q < k; ++q) {
+                const int32_t s = tuples[p * w + 1 + q];
+                if (s >= 0 && str_accept[q][s]) {
+                    label[p] = int64_t(1 + q);
+                    break;
+                }
+            }
+        }
+        if (block) std::memcpy(blk.data() + p * 256, block + size_t(r) * 256, 256);
+    }
+    for (int32_t r = 0; r < n; ++r) {
+        for (int b = 0; b < 256; ++b) {
+            const int32_t x = trans[size_t(r) * 256 + b];
+            t[(np + r) * 256 + b] = x >= 0 ? int32_t(np) + x : -1;
+        }
+        label[np + r] = accept[r] ? 0 : -1;
+    }
+    if (block) std::memcpy(blk.data() + np * 256, block, size_t(n) * 256);
+    return minimize_dfa(int32_t(m), t.data(), label.data(), block ? blk.data() : nullptr);
+}
+
+TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* label, const uint8_t* block) {
+    TerminalTables out;
+    std::vector<int32_t> shadowed;
+    for (int32_t s = 0; s < n && block; ++s)
+        if (label[s] >= 0 && std::any_of(block + size_t(s) * 256, block + size_t(s + 1) * 256, [](uint8_t v) { return v; }))
+            shadowed.push_back(s);
+    const int32_t m = n + int32_t(shadowed.size());
+    const size_t total = size_t(m) + 1;
+    out.m = m;
+    out.trans.resize(total * 256);
+    for (size_t i = 0; i < size_t(n) * 256; ++i) out.trans[i] = trans[i] < 0 ? m : trans[i];
+    for (size_t j = 0; j < shadowed.size(); ++j)
+        std::copy_n(out.trans.data() + size_t(shadowed[j]) * 256, 256, out.trans.data() + (size_t(n) + j) * 256);
+    std::fill_n(out.trans.data() + size_t(m) * 256, 256, m);
+    out.label.assign(total, -1);
+    std::copy_n(label, n, out.label.begin());
+    out.block.assign(total * 256, 0);
+    out.blocked.assign(total, 0);
+    out.shadow.resize(total);
+    for (size_t s = 0; s < total; ++s) out.shadow[s] = int32_t(s);
+    for (size_t j = 0; j < shadowed.size(); ++j) out.shadow[shadowed[j]] = n + int32_t(j);
+    if (block) {
+        std::copy_n(block, size_t(n) * 256, out.block.begin());
+        for (int32_t s = 0; s < n; ++s)
+            out.blocked[s] = std::any_of(block + size_t(s) * 256, block + size_t(s + 1) * 256, [](uint8_t v) { return v; });
+    }
+    // live: backwards from the accepting states over the edges of states 0..m-1
+    std::vector<size_t> roff(total + 1, 0);
+    for (size_t i = 0; i < size_t(m) * 256; ++i) ++roff[size_t(out.trans[i]) + 1];
+    for (size_t s = 0; s < total; ++s) roff[s + 1] += roff[s];
+    std::vector<int32_t> pred(roff[total]);
+    {
+        std::vector<size_t> fill(roff.begin(), roff.end() - 1);
+        for (size_t i = 0; i < size_t(m) * 256; ++i) pred[fill[out.trans[i]]++] = int32_t(i / 256);
+    }
+    out.live.assign(total, 0);
+    std::vector<int32_t> todo;  // states that reach an accepting state in zero or more steps
+    for (int32_t s = 0; s < m; ++s)
+        if (out.label[s] >= 0) todo.push_back(s);
+    while (!todo.empty()) {
+        const int32_t t = todo.back();
+        todo.pop_back();
+        for (size_t e = roff[t]; e < roff[size_t(t) + 1]; ++e) {
+            const int32_t p = pred[e];
+            if (out.live[p]) continue;
+            out.live[p] = 1;
+            if (out.label[p] < 0) todo.push_back(p);
+        }
+    }
     return out;
 }
 

@@ -1,6 +1,8 @@
-// Terminal DFAs over bytes: a code-point DFA's transitions expanded to UTF-8, and the
-// minimisation with canonical state numbering. The native form of engine/automata.py's
-// _to_bytes (the byte expansion) and minimize_arrays.
+// Terminal DFAs over bytes: a code-point DFA's transitions expanded to UTF-8, the
+// minimisation with canonical state numbering, the "unless" product and a terminal's lexer
+// tables. The native form of engine/automata.py's _to_bytes (the byte expansion) and
+// minimize_arrays, engine/terminals.py's _unless_product and engine/lexer.py's
+// TerminalAutomaton.build.
 #pragma once
 
 #include <cstdint>
@@ -26,5 +28,28 @@ struct MinimalDfa {
 // state 0, bytes in increasing order. States with different labels or block rows stay
 // apart. `block` may be null. With no live start state: one state, no edges, label -1.
 MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, const uint8_t* block);
+
+// A regex terminal's DFA refined by the string terminals it "unless"-retypes (lark's
+// _create_unless), minimised as above: label 0 where the regex DFA accepts, 1 + q where
+// string q (the first, in order) accepts too, -1 elsewhere; the regex DFA's block rows. The
+// regex DFA is (n x 256) `trans`, `accept`, `block` (may be null); string q is
+// (strs[q] x 256) `str_trans[q]`, `str_accept[q]`.
+MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept, const uint8_t* block,
+                          const std::vector<const int32_t*>& str_trans, const std::vector<const uint8_t*>& str_accept);
+
+struct TerminalTables {
+    int32_t m = 0;                // states: the DFA's n, then its shadows, then the dead sink m
+    std::vector<int32_t> trans;   // (m + 1) x 256, no -1
+    std::vector<int32_t> label;   // m + 1
+    std::vector<uint8_t> live;    // m + 1: an accepting state is reachable in one or more steps
+    std::vector<uint8_t> block;   // (m + 1) x 256
+    std::vector<uint8_t> blocked; // m + 1: any byte blocks
+    std::vector<int32_t> shadow;  // m + 1: a non-accepting copy of each blocked accepting state
+};
+
+// A terminal DFA (n x 256, -1 dead; `block` may be null) as the lexer's tables: a shadow
+// state for each accepting state with a block row (a copy, not accepting, no block row),
+// and a dead sink that every missing transition leads to.
+TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* label, const uint8_t* block);
 
 }  // namespace cad

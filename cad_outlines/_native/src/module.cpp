@@ -410,13 +410,55 @@ NB_MODULE(_core, m) {
                   nb::gil_scoped_release release;
                   d = minimize_dfa(int32_t(m), trans.data(), label.data(), block ? block->data() : nullptr);
               }
-              return nb::make_tuple(
-                  d.n, nb::bytes(reinterpret_cast<const char*>(d.trans.data()), d.trans.size() * sizeof(int32_t)),
-                  nb::bytes(reinterpret_cast<const char*>(d.label.data()), d.label.size() * sizeof(int64_t)),
-                  nb::bytes(reinterpret_cast<const char*>(d.block.data()), d.block.size()));
+              return nb::make_tuple(d.n, to_numpy(std::move(d.trans)), to_numpy(std::move(d.label)),
+                                    to_numpy(std::move(d.block)));
           }, "trans"_a, "label"_a, "block"_a.none() = nb::none(),
-          "Trim, minimise and canonically number a byte DFA (see dfa.h): (n, trans, label, block) as "
-          "bytes of int32 (n x 256), int64 (n) and bool (n x 256, empty when no state blocks).");
+          "Trim, minimise and canonically number a byte DFA (see dfa.h): (n, trans, label, block) with "
+          "flat numpy arrays int32 (n * 256), int64 (n) and uint8 (n * 256, empty when no state blocks).");
+    using Acc = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    m.def("unless_product", [](const Tab& trans, const Acc& accept, std::optional<Blk> block,
+                               const std::vector<Tab>& str_trans, const std::vector<Acc>& str_accept) {
+              const size_t n = trans.shape(0);
+              bool ok = trans.shape(1) == 256 && accept.shape(0) == n && n > 0 &&
+                        (!block || (block->shape(0) == n && block->shape(1) == 256)) &&
+                        str_trans.size() == str_accept.size();
+              std::vector<const int32_t*> st;
+              std::vector<const uint8_t*> sa;
+              for (size_t q = 0; q < str_trans.size() && ok; ++q) {
+                  ok = str_trans[q].shape(1) == 256 && str_accept[q].shape(0) == str_trans[q].shape(0) &&
+                       str_trans[q].shape(0) > 0;
+                  st.push_back(str_trans[q].data());
+                  sa.push_back(str_accept[q].data());
+              }
+              if (!ok) throw std::invalid_argument("unless_product: arrays of inconsistent shapes");
+              MinimalDfa d;
+              {
+                  nb::gil_scoped_release release;
+                  d = unless_product(int32_t(n), trans.data(), accept.data(), block ? block->data() : nullptr, st, sa);
+              }
+              return nb::make_tuple(d.n, to_numpy(std::move(d.trans)), to_numpy(std::move(d.label)),
+                                    to_numpy(std::move(d.block)));
+          }, "trans"_a, "accept"_a, "block"_a.none(), "str_trans"_a, "str_accept"_a,
+          "A regex terminal's DFA refined by its \"unless\" string DFAs, minimised (see dfa.h): "
+          "(n, trans, label, block) as minimize_dfa returns them.");
+    m.def("terminal_tables", [](const Tab& trans, const I32& label, std::optional<Blk> block) {
+              const size_t n = trans.shape(0);
+              if (trans.shape(1) != 256 || label.shape(0) != n ||
+                  (block && (block->shape(0) != n || block->shape(1) != 256)))
+                  throw std::invalid_argument("terminal_tables: arrays of inconsistent shapes");
+              for (size_t i = 0; i < n * 256; ++i)
+                  if (trans.data()[i] >= int32_t(n)) throw std::invalid_argument("terminal_tables: a target out of range");
+              TerminalTables t;
+              {
+                  nb::gil_scoped_release release;
+                  t = terminal_tables(int32_t(n), trans.data(), label.data(), block ? block->data() : nullptr);
+              }
+              return nb::make_tuple(t.m, to_numpy(std::move(t.trans)), to_numpy(std::move(t.label)),
+                                    to_numpy(std::move(t.live)), to_numpy(std::move(t.block)),
+                                    to_numpy(std::move(t.blocked)), to_numpy(std::move(t.shadow)));
+          }, "trans"_a, "label"_a, "block"_a.none(),
+          "A terminal DFA as the lexer's tables (see dfa.h): (m, trans, label, live, block, blocked, shadow), "
+          "flat numpy arrays over the m + 1 states (uint8 for the flags).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -155,6 +155,7 @@ def _csr(chunks, dtype=np.int32) -> tuple[np.ndarray, np.ndarray]:
 
 def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     tables = g.tables
+    arr = tables.arrays()
     ind = g.indenter
     terms = set(tables.terminals) | {END}
     terms |= set(g.label_names)
@@ -162,20 +163,21 @@ def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
         terms |= {ind.nl_type, ind.indent_type, ind.dedent_type} | set(ind.open_types) | set(ind.close_types)
     term_names = sorted(terms)
     term_id = {t: i for i, t in enumerate(term_names)}
-    nonterms = sorted({lhs for lhs, _ in tables.rules} | {s for row in tables.goto.values() for s in row})
+    nt_syms = np.unique(np.concatenate([arr.rule_lhs, arr.gotos[:, 1]]))
+    nonterms = sorted({arr.names[s] for s in nt_syms.tolist()})
     nt_id = {n: i for i, n in enumerate(nonterms)}
-    n_states = max(tables.actions) + 1
+    term_col = np.array([term_id.get(n, -1) for n in arr.names], dtype=np.int64)  # symbol id -> column
+    nt_col = np.array([nt_id.get(n, -1) for n in arr.names], dtype=np.int64)
+    n_states = arr.n_states
     action = np.zeros((n_states, len(term_names)), dtype=np.int32)
     goto = np.full((n_states, max(1, len(nonterms))), -1, dtype=np.int32)
-    for st, row in tables.actions.items():
-        for t, (shift, arg) in row.items():
-            action[st, term_id[t]] = arg + 1 if shift else -(arg + 1)
-    for st, row in tables.goto.items():
-        for n, nxt in row.items():
-            goto[st, nt_id[n]] = nxt
+    sh, red, gt = arr.shifts, arr.reduces, arr.gotos
+    action[sh[:, 0], term_col[sh[:, 1]]] = sh[:, 2] + 1
+    action[red[:, 0], term_col[red[:, 1]]] = -(red[:, 2] + 1)
+    goto[gt[:, 0], nt_col[gt[:, 1]]] = gt[:, 2]
     out["p_action"] = action.reshape(-1)
     out["p_goto"] = goto.reshape(-1)
-    out["p_rule_lhs"] = np.array([nt_id[lhs] for lhs, _ in tables.rules], dtype=np.int32)
+    out["p_rule_lhs"] = nt_col[arr.rule_lhs].astype(np.int32)
     out["p_rule_len"] = np.array([n for _, n in tables.rules], dtype=np.int32)
     out["p_open"] = np.array([ind is not None and t in ind.open_types for t in term_names], dtype=np.uint8)
     out["p_close"] = np.array([ind is not None and t in ind.close_types for t in term_names], dtype=np.uint8)

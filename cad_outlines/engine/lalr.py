@@ -83,12 +83,12 @@ class LalrTables(ParseTables):
 
     @functools.cached_property
     def rules(self) -> list[tuple[str, int]]:
-        off = self._rhs_off
-        return [(self._names[o], int(off[r + 1] - off[r])) for r, o in zip(self._used.tolist(), self._rule_lhs.tolist())]
+        off, names = self._rhs_off.tolist(), self._names
+        return [(names[o], off[r + 1] - off[r]) for r, o in zip(self._used.tolist(), self._rule_lhs.tolist())]
 
     @functools.cached_property
     def rule_rhs(self) -> list[tuple[str, ...]]:
-        names, off, rhs = self._names, self._rhs_off, self._rhs.tolist()
+        names, off, rhs = self._names, self._rhs_off.tolist(), self._rhs.tolist()
         return [tuple(names[s] for s in rhs[off[r]:off[r + 1]]) for r in self._used.tolist()]
 
     @functools.cached_property

@@ -83,6 +83,30 @@ def test_shipped_grammars_match_lark(name):
     check_against_lark(load_lark(name))
 
 
+def _entries(tables: ParseTables) -> tuple:
+    """:meth:`ParseTables.arrays` by name: each action and goto as (state, symbol name, value)."""
+    arr = tables.arrays()
+
+    def named(rows):
+        return sorted((s, arr.names[x], v) for s, x, v in rows.tolist())
+
+    return (arr.n_states, named(arr.shifts), named(arr.reduces), named(arr.gotos),
+            [arr.names[x] for x in arr.rule_lhs.tolist()])
+
+
+@pytest.mark.parametrize("name", ["json", "sql", "python"])
+def test_native_table_arrays_match_the_dicts(name):
+    """The native tables' arrays (what the flat arrays are built from) say what their dicts
+    say, and the dicts are ParseTables' own."""
+    lk = load_lark(name)
+    ours = parse_tables(lk.rules, lk.options.start[0])
+    plain = ParseTables.from_parts(ours.start, ours.start_state, ours.end_state, ours.rules, ours.rule_rhs,
+                                   ours.actions, ours.goto)
+    assert _entries(ours) == _entries(plain)
+    assert ours.terminals == plain.terminals
+    assert all(n == len(rhs) for (_, n), rhs in zip(ours.rules, ours.rule_rhs))
+
+
 @pytest.mark.shared_data
 @pytest.mark.parametrize("rel", SHARED)
 def test_shared_grammars_match_lark(rel):

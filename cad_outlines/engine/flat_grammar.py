@@ -155,6 +155,7 @@ def _csr(chunks, dtype=np.int32) -> tuple[np.ndarray, np.ndarray]:
 
 def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     tables = g.tables
+    arr = tables.arrays()
     ind = g.indenter
     terms = set(tables.terminals) | {END}
     terms |= set(g.label_names)
@@ -162,20 +163,21 @@ def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
         terms |= {ind.nl_type, ind.indent_type, ind.dedent_type} | set(ind.open_types) | set(ind.close_types)
     term_names = sorted(terms)
     term_id = {t: i for i, t in enumerate(term_names)}
-    nonterms = sorted({lhs for lhs, _ in tables.rules} | {s for row in tables.goto.values() for s in row})
+    nt_syms = np.unique(np.concatenate([arr.rule_lhs, arr.gotos[:, 1]]))
+    nonterms = sorted({arr.names[s] for s in nt_syms.tolist()})
     nt_id = {n: i for i, n in enumerate(nonterms)}
-    n_states = max(tables.actions) + 1
+    term_col = np.array([term_id.get(n, -1) for n in arr.names], dtype=np.int64)  # symbol id -> column
+    nt_col = np.array([nt_id.get(n, -1) for n in arr.names], dtype=np.int64)
+    n_states = arr.n_states
     action = np.zeros((n_states, len(term_names)), dtype=np.int32)
     goto = np.full((n_states, max(1, len(nonterms))), -1, dtype=np.int32)
-    for st, row in tables.actions.items():
-        for t, (shift, arg) in row.items():
-            action[st, term_id[t]] = arg + 1 if shift else -(arg + 1)
-    for st, row in tables.goto.items():
-        for n, nxt in row.items():
-            goto[st, nt_id[n]] = nxt
+    sh, red, gt = arr.shifts, arr.reduces, arr.gotos
+    action[sh[:, 0], term_col[sh[:, 1]]] = sh[:, 2] + 1
+    action[red[:, 0], term_col[red[:, 1]]] = -(red[:, 2] + 1)
+    goto[gt[:, 0], nt_col[gt[:, 1]]] = gt[:, 2]
     out["p_action"] = action.reshape(-1)
     out["p_goto"] = goto.reshape(-1)
-    out["p_rule_lhs"] = np.array([nt_id[lhs] for lhs, _ in tables.rules], dtype=np.int32)
+    out["p_rule_lhs"] = nt_col[arr.rule_lhs].astype(np.int32)
     out["p_rule_len"] = np.array([n for _, n in tables.rules], dtype=np.int32)
     out["p_open"] = np.array([ind is not None and t in ind.open_types for t in term_names], dtype=np.uint8)
     out["p_close"] = np.array([ind is not None and t in ind.close_types for t in term_names], dtype=np.uint8)
@@ -192,16 +194,18 @@ def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
 def _lexer_arrays(g: CompiledGrammar, out: dict, meta: dict) -> list[int]:
     spec = g.lexer.spec
     autos = spec.automata
+    sizes = [a.trans.shape[0] for a in autos]
     off = np.zeros(len(autos) + 1, dtype=np.int64)
-    np.cumsum([a.trans.shape[0] for a in autos], out=off[1:])
+    np.cumsum(sizes, out=off[1:])
     out["l_auto_off"] = off.astype(np.int32)
-    out["l_trans"] = np.concatenate([a.trans + off[i] for i, a in enumerate(autos)]).astype(np.int32).reshape(-1)
+    state_off = np.repeat(out["l_auto_off"][:-1], sizes)  # per global state: its automaton's first
+    out["l_trans"] = (np.concatenate([a.trans for a in autos]) + state_off[:, None]).astype(np.int32).reshape(-1)
     out["l_label"] = np.concatenate([a.label for a in autos]).astype(np.int32)
     out["l_live"] = np.concatenate([a.live for a in autos]).astype(np.uint8)
     out["l_block"] = np.concatenate([a.block for a in autos]).astype(np.uint8).reshape(-1)
     out["l_blocked"] = np.concatenate([a.blocked for a in autos]).astype(np.uint8)
     out["l_pending"] = np.concatenate([a.pending for a in autos]).astype(np.uint8)
-    out["l_shadow"] = np.concatenate([a.shadow + off[i] for i, a in enumerate(autos)]).astype(np.int32)
+    out["l_shadow"] = (np.concatenate([a.shadow for a in autos]) + state_off).astype(np.int32)
     out["l_dead"] = np.array([off[i] + a.dead for i, a in enumerate(autos)], dtype=np.int32)
     guard = np.full(int(off[-1]), -1, dtype=np.int32)
     for (i, s), gidx in spec.guard_of.items():
@@ -209,7 +213,12 @@ def _lexer_arrays(g: CompiledGrammar, out: dict, meta: dict) -> list[int]:
     out["l_guard"] = guard
     k = spec.n_terminals
     out["l_first"] = (spec.first + off[:k, None]).astype(np.int32).reshape(-1) if k else np.zeros(0, np.int32)
-    out["l_starters_off"], out["l_starters"] = _csr([spec.starters[b] for b in range(256)])
+    # spec.starters as CSR: per byte, the terminals that can start with it
+    dead = np.array([a.dead for a in autos[:k]], dtype=np.int32)
+    bytes_, starters = np.nonzero((spec.first != dead[:, None]).T)  # byte-major, terminals ascending
+    out["l_starters_off"] = np.zeros(257, dtype=np.int64)
+    np.cumsum(np.bincount(bytes_, minlength=256), out=out["l_starters_off"][1:])
+    out["l_starters"] = starters.astype(np.int32)
     out["l_comp_none"], out["l_comp_off"], out["l_comp"] = spec.competitor_arrays(off)
     out["l_ignored"] = np.array([i in spec.ignored for i in range(len(spec.labels))], dtype=np.uint8)
     meta.update(n_terminals=k, indent_label=-1 if spec.indent_label is None else spec.indent_label,

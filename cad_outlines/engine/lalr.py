@@ -9,15 +9,18 @@ for large grammars (python.lark: ~0.65 s of 0.9 s).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
-from .parser import END, ParseTables
+import numpy as np
+
+from .parser import END, ParseTables, TableArrays
 from .terminals import GrammarCompileError
 
-__all__ = ["parse_tables"]
+__all__ = ["parse_tables", "LalrTables"]
 
 
-def parse_tables(rules: Sequence, start: str) -> ParseTables:
+def parse_tables(rules: Sequence, start: str) -> LalrTables:
     """LALR(1) tables for lark's compiled `rules` (``lark.Lark(...).rules`` or
     ``Grammar.compile(...)[1]``: ``rule.origin``, ``rule.expansion`` of terminals and
     nonterminals, ``rule.options.priority``) from the nonterminal `start`.
@@ -28,67 +31,103 @@ def parse_tables(rules: Sequence, start: str) -> ParseTables:
     """
     from .._native import core
 
-    sym_id: dict[tuple[str, bool], int] = {}
-    is_term: list[int] = []
-    names: list[str] = []
-
-    def sid(name: str, term: bool) -> int:
-        key = (name, term)
-        i = sym_id.get(key)
-        if i is None:
-            i = sym_id[key] = len(names)
-            names.append(name)
-            is_term.append(term)
-        return i
-
-    origin, rhs_off, rhs, priority = [], [0], [], []
+    # symbols numbered in order of first appearance (origin, then expansion, rule by rule);
+    # origins' names are lark Tokens, made plain strings (whose comparisons are not Python code)
+    keys: list[tuple[str, bool]] = []
+    rhs_off = [0]
     for rule in rules:
-        origin.append(sid(rule.origin.name, False))
-        rhs.extend(sid(sym.name, sym.is_term) for sym in rule.expansion)
-        rhs_off.append(len(rhs))
-        priority.append(rule.options.priority or 0)
-    start_id = sid(start, False)
-    out = core().build_lalr(is_term, origin, rhs_off, rhs, priority, start_id)
-
-    names.append(END)  # out["end_term"] == len(names) - 1
-    rule_rhs = [tuple(names[s] for s in rhs[rhs_off[r]:rhs_off[r + 1]]) for r in range(len(origin))]
-    _raise_errors(out, names, [names[o] for o in origin], rule_rhs)
-
-    red_off, red_rule = out["reduce_off"], out["reduce_rule"]
-    rule_index: dict[int, int] = {}  # grammar rule -> index in the tables' rules, in order of first use
-    for r in red_rule:
-        rule_index.setdefault(r, len(rule_index))
-    shift_off, goto_off = out["shift_off"], out["goto_off"]
-    # per transition and reduction its dict key and value (the value tuples shared)
-    shift_name = list(map(names.__getitem__, out["shift_term"]))
-    shift_act = list(map([(True, s) for s in range(out["n_states"])].__getitem__, out["shift_to"]))
-    goto_name, goto_to = list(map(names.__getitem__, out["goto_sym"])), out["goto_to"]
-    red_name = list(map(names.__getitem__, out["reduce_term"]))
-    red_act = list(map({r: (False, i) for r, i in rule_index.items()}.__getitem__, red_rule))
-    actions: dict[int, dict[str, tuple[bool, int]]] = {}
-    goto: dict[int, dict[str, int]] = {}
-    for s in range(out["n_states"]):
-        acts = dict(zip(shift_name[shift_off[s]:shift_off[s + 1]], shift_act[shift_off[s]:shift_off[s + 1]]))
-        acts.update(zip(red_name[red_off[s]:red_off[s + 1]], red_act[red_off[s]:red_off[s + 1]]))
-        actions[s] = acts
-        goto[s] = dict(zip(goto_name[goto_off[s]:goto_off[s + 1]], goto_to[goto_off[s]:goto_off[s + 1]]))
-    used = sorted(rule_index, key=rule_index.__getitem__)
-    return ParseTables.from_parts(start, out["start_state"], out["end_state"],
-                                  [(names[origin[r]], len(rule_rhs[r])) for r in used],
-                                  [rule_rhs[r] for r in used], actions, goto)
+        keys.append((str.__str__(rule.origin.name), False))
+        keys.extend([(sym.name, sym.is_term) for sym in rule.expansion])
+        rhs_off.append(len(keys) - len(rhs_off))
+    sym_id = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    start_id = sym_id.setdefault((start, False), len(sym_id))
+    seq = np.fromiter(map(sym_id.__getitem__, keys), dtype=np.int32, count=len(keys))
+    rhs_off_a = np.array(rhs_off, dtype=np.int32)
+    heads = rhs_off_a[:-1] + np.arange(len(rhs_off) - 1, dtype=np.int32)  # each rule's origin in `seq`
+    is_head = np.zeros(len(keys), dtype=bool)
+    is_head[heads] = True
+    origin, rhs = seq[heads], seq[~is_head]
+    is_term = np.fromiter((t for _, t in sym_id), dtype=np.int32, count=len(sym_id))
+    priority = np.fromiter((rule.options.priority or 0 for rule in rules), dtype=np.int32, count=len(rhs_off) - 1)
+    out = core().build_lalr(is_term, origin, rhs_off_a, rhs, priority, start_id)
+    names = [n for n, _ in sym_id] + [END]  # out["end_term"] == len(names) - 1
+    _raise_errors(out, names, origin, rhs_off, rhs)
+    return LalrTables(start, out, names, origin, rhs_off_a, rhs)
 
 
-def _raise_errors(out: dict, names: list[str], origins: list[str], rule_rhs: list[tuple[str, ...]]) -> None:
-    """lark's grammar errors, as GrammarCompileError."""
-    def rule_name(r: int) -> str:
-        return f"<{origins[r]} : {' '.join(rule_rhs[r])}>"  # as lark shows a rule
+class LalrTables(ParseTables):
+    """The native core's tables: arrays over symbol ids (:meth:`arrays`, what the flat
+    arrays are built from); the dicts of :class:`ParseTables` are built on first use."""
 
-    dup = out["duplicates"]
+    def __init__(self, start: str, out: dict, names: list[str], origin: np.ndarray, rhs_off: np.ndarray,
+                 rhs: np.ndarray):
+        self.start, self.start_state, self.end_state = start, int(out["start_state"]), int(out["end_state"])
+        self._names, self._rhs_off, self._rhs = names, rhs_off, rhs
+        n = self._n_states = int(out["n_states"])
+        red_rule = out["reduce_rule"]
+        first, at = np.unique(red_rule, return_index=True)
+        self._used = first[np.argsort(at)]  # grammar rules in order of first use: the tables' rules
+        index = np.zeros(len(origin), dtype=np.int32)
+        index[self._used] = np.arange(len(self._used), dtype=np.int32)
+
+        def rows(off: np.ndarray, sym: np.ndarray, val: np.ndarray) -> np.ndarray:
+            return np.stack([np.repeat(np.arange(n, dtype=np.int32), np.diff(off)), sym, val], axis=1)
+
+        self._shifts = rows(out["shift_off"], out["shift_term"], out["shift_to"])
+        self._reduces = rows(out["reduce_off"], out["reduce_term"], index[red_rule])
+        self._gotos = rows(out["goto_off"], out["goto_sym"], out["goto_to"])
+        self._rule_lhs = origin[self._used]
+
+    def arrays(self) -> TableArrays:
+        return TableArrays(self._names, self._n_states, self._shifts, self._reduces, self._gotos, self._rule_lhs)
+
+    @functools.cached_property
+    def rules(self) -> list[tuple[str, int]]:
+        off, names = self._rhs_off.tolist(), self._names
+        return [(names[o], off[r + 1] - off[r]) for r, o in zip(self._used.tolist(), self._rule_lhs.tolist())]
+
+    @functools.cached_property
+    def rule_rhs(self) -> list[tuple[str, ...]]:
+        names, off, rhs = self._names, self._rhs_off.tolist(), self._rhs.tolist()
+        return [tuple(names[s] for s in rhs[off[r]:off[r + 1]]) for r in self._used.tolist()]
+
+    @functools.cached_property
+    def terminals(self) -> frozenset[str]:
+        syms = np.unique(np.concatenate([self._shifts[:, 1], self._reduces[:, 1]]))
+        return frozenset(self._names[s] for s in syms.tolist())
+
+    @functools.cached_property
+    def actions(self) -> dict[int, dict[str, tuple[bool, int]]]:
+        names, n = self._names, self._n_states
+        shift_act = [(True, s) for s in range(n)]
+        red_act = [(False, i) for i in range(len(self._used))]
+        actions: dict[int, dict[str, tuple[bool, int]]] = {s: {} for s in range(n)}
+        for s, t, to in self._shifts.tolist():
+            actions[s][names[t]] = shift_act[to]
+        for s, t, i in self._reduces.tolist():
+            actions[s][names[t]] = red_act[i]
+        return actions
+
+    @functools.cached_property
+    def goto(self) -> dict[int, dict[str, int]]:
+        names = self._names
+        goto: dict[int, dict[str, int]] = {s: {} for s in range(self._n_states)}
+        for s, nt, to in self._gotos.tolist():
+            goto[s][names[nt]] = to
+        return goto
+
+
+def _raise_errors(out: dict, names: list[str], origin: np.ndarray, rhs_off: list[int], rhs: np.ndarray) -> None:
+    """lark's grammar errors, as GrammarCompileError (rules as symbol ids: `origin`, CSR `rhs`)."""
+    def rule_name(r: int) -> str:  # as lark shows a rule
+        return f"<{names[origin[r]]} : {' '.join(names[s] for s in rhs[rhs_off[r]:rhs_off[r + 1]].tolist())}>"
+
+    dup = out["duplicates"].tolist()
     if dup:
         rules = list(dict.fromkeys(dup[0::2]))  # each rule given more than once, once
-        raise GrammarCompileError(origins[rules[0]], "Rules defined twice: " + ", ".join(rule_name(r) for r in rules),
-                                  kind="rule")
-    undef = out["undefined"]
+        raise GrammarCompileError(names[origin[rules[0]]],
+                                  "Rules defined twice: " + ", ".join(rule_name(r) for r in rules), kind="rule")
+    undef = out["undefined"].tolist()
     if undef:
         seen: dict[int, int] = {}
         for r, s in zip(undef[0::2], undef[1::2]):
@@ -97,7 +136,7 @@ def _raise_errors(out: dict, names: list[str], origins: list[str], rule_rhs: lis
                  for s, r in seen.items()]
         first = next(iter(seen))
         raise GrammarCompileError(names[first], "Using an undefined rule: " + ", ".join(parts), kind="rule")
-    c_term, c_off, c_rules = out["collision_term"], out["collision_off"], out["collision_rules"]
+    c_term, c_off, c_rules = (out[k].tolist() for k in ("collision_term", "collision_off", "collision_rules"))
     if c_term:
         msgs = dict.fromkeys(  # one message per (terminal, rules), in state order
             f"Reduce/Reduce collision in {names[t]} between the following rules: "

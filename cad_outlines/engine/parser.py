@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["ParseTables", "StackNode", "IndentTracker", "IndentSpec", "IncrementalParser", "END"]
+import numpy as np
+
+__all__ = ["ParseTables", "TableArrays", "StackNode", "IndentTracker", "IndentSpec", "IncrementalParser", "END"]
 
 END = "$END"
 
@@ -85,6 +88,34 @@ class ParseTables:
 
     def expected(self, state: int) -> list[str]:
         return sorted(self.actions[state])
+
+    def arrays(self) -> TableArrays:
+        """The tables as int arrays over symbol ids (what the flat arrays are built from)."""
+        names = sorted(self.terminals | {lhs for lhs, _ in self.rules} | {n for row in self.goto.values() for n in row})
+        sid = {n: i for i, n in enumerate(names)}
+        shifts, reduces, gotos = [], [], []
+        for s, row in self.actions.items():
+            for t, (shift, arg) in row.items():
+                (shifts if shift else reduces).append((s, sid[t], arg))
+        for s, row in self.goto.items():
+            gotos.extend((s, sid[n], nxt) for n, nxt in row.items())
+
+        def rows(entries: list[tuple[int, int, int]]) -> np.ndarray:
+            return np.array(entries, dtype=np.int32).reshape(-1, 3)
+
+        return TableArrays(names, max(self.actions) + 1, rows(shifts), rows(reduces), rows(gotos),
+                           np.array([sid[lhs] for lhs, _ in self.rules], dtype=np.int32))
+
+
+class TableArrays(NamedTuple):
+    """:class:`ParseTables` as int arrays: each action and goto a row (state, symbol id, value)."""
+
+    names: Sequence[str]  # symbol id -> name (a terminal's or a nonterminal's)
+    n_states: int
+    shifts: np.ndarray  # rows (state, terminal, next state)
+    reduces: np.ndarray  # rows (state, terminal, index of the rule in ``ParseTables.rules``)
+    gotos: np.ndarray  # rows (state, nonterminal, next state)
+    rule_lhs: np.ndarray  # per rule of ``ParseTables.rules``: its lhs (a nonterminal)
 
 
 class StackNode:

@@ -4,9 +4,11 @@
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
+#include <tuple>
 #include <utility>
 
+#include "flat_map.h"
+#include "hash.h"
 #include "lexer.h"
 
 namespace cad {
@@ -18,49 +20,119 @@ struct Builder {
     Lexer lx;
     ByteAutomaton a;
     std::vector<LexCfg> cfgs;
-    std::unordered_map<std::string, int32_t> ids;
+    struct Edge {
+        int32_t nxt, raw, lab;  // raw: the label as lexed (-1: none)
+        uint8_t kind, ends_nl;
+    };
+    std::vector<Edge> built;  // a's edges while they are built (with their raw labels)
+    FlatMap index;                  // a configuration's hash -> the first configuration with it
+    std::vector<int32_t> same_hash;  // per configuration: the next one with its hash (-1: none)
     size_t max_states;
 
     Builder(const Grammar& g_, size_t max_states_) : g(g_), lx(g_), max_states(max_states_) {}
 
     int32_t intern(LexCfg&& c) {
-        std::string k = config_key(c.owner, c.state, c.cons.data(), c.cons.size());
-        auto it = ids.find(k);
-        if (it != ids.end()) return it->second;
+        const int32_t head[2] = {c.owner, c.state};
+        const uint64_t h = fnv1a(c.cons.data(), c.cons.size(), fnv1a(head, 2));
+        const int32_t id = int32_t(cfgs.size());
+        auto [first, fresh] = index.try_emplace(h, id);
+        if (!fresh)
+            for (int32_t v = first; v >= 0; v = same_hash[v])
+                if (cfgs[v] == c) return v;
         if (cfgs.size() >= max_states)
             throw std::length_error("the lexer has more than " + std::to_string(max_states) +
                                     " configurations (terminals whose runs interleave without bound)");
-        int32_t id = int32_t(cfgs.size());
-        ids.emplace(std::move(k), id);
+        same_hash.push_back(fresh ? -1 : same_hash[first]);  // chained after the first
+        if (!fresh) same_hash[first] = id;
         cfgs.push_back(std::move(c));
         return id;
+    }
+
+    // A step's successors depend only on (owner, the lexeme's state after the byte, the
+    // advanced constraint runs), or for a boundary on (the byte, the advanced runs): the
+    // edges of each such key are built once (a step: the range [lo, hi) of its edges) and
+    // copied for every other (configuration, byte) with it. Keys without constraint runs
+    // are looked up by state or byte, the others by hash.
+    std::vector<int64_t> step_lo, step_hi;
+    std::vector<int32_t> by_state, by_byte;    // key without runs -> its step (-1: none yet)
+    FlatMap keyed_index;                       // a key's hash -> the first keyed step with it
+    std::vector<int32_t> keyed, keyed_step, keyed_same;  // keys (CSR keyed_off), their steps, chains
+    std::vector<int64_t> keyed_off{0};
+
+    // The step of `key` (owner, state or byte, runs...), added (its edges are the ones
+    // appended next) if new: (step, whether it is new).
+    std::pair<int32_t, bool> keyed_step_of(const std::vector<int32_t>& key) {
+        const uint64_t h = fnv1a(key.data(), key.size(), FNV_OFFSET ^ key.size());
+        const int32_t k = int32_t(keyed_step.size());
+        auto [first, fresh] = keyed_index.try_emplace(h, k);
+        if (!fresh)
+            for (int32_t v = first; v >= 0; v = keyed_same[v])
+                if (size_t(keyed_off[v + 1] - keyed_off[v]) == key.size() &&
+                    std::equal(key.begin(), key.end(), keyed.begin() + keyed_off[v]))
+                    return {keyed_step[v], false};
+        keyed_same.push_back(fresh ? -1 : keyed_same[first]);  // chained after the first
+        if (!fresh) keyed_same[first] = k;
+        keyed.insert(keyed.end(), key.begin(), key.end());
+        keyed_off.push_back(int64_t(keyed.size()));
+        keyed_step.push_back(new_step());
+        return {keyed_step.back(), true};
+    }
+
+    int32_t new_step() {
+        step_lo.push_back(int64_t(built.size()));
+        step_hi.push_back(-1);
+        return int32_t(step_lo.size()) - 1;
     }
 
     void edges() {
         const int32_t nl_owner = g.indent_owner, nl_label = g.indent_label;
         std::vector<std::pair<LexCfg, int32_t>> succ;
+        std::vector<int32_t> base, key;
+        by_state.assign(g.l_label.size(), -1);
+        by_byte.assign(256, -1);
         intern(LexCfg{});
         a.a_ptr.push_back(0);
         for (size_t c = 0; c < cfgs.size(); ++c) {  // ids are given in this order, so edges are CSR
             const LexCfg cur = cfgs[c];
+            const bool boundary = cur.owner == BOUNDARY;
+            const int32_t* row = g.l_trans.p + (boundary ? 0 : size_t(cur.state) * 256);  // the lexeme's
+            const int32_t dead = boundary ? -1 : g.l_dead[cur.owner];
+            const size_t ptr = a.a_ptr.size();
+            a.a_ptr.resize(ptr + 256);
             for (int b = 0; b < 256; ++b) {
-                succ.clear();
-                lx.step(cur, b, succ);
-                for (auto& [c2, lab] : succ) {
-                    const int32_t owner2 = c2.owner;
-                    uint8_t kind = EDGE_PLAIN;
-                    if (nl_owner >= 0 && cur.owner == nl_owner)
-                        kind = EDGE_NL_GOES_ON;
-                    else if (cur.owner == BOUNDARY && nl_owner >= 0 &&
-                             (owner2 == nl_owner || (lab >= 0 && lab == nl_label)))
-                        kind = EDGE_NL_STARTS;
-                    a.a_nxt.push_back(intern(std::move(c2)));
-                    a.a_raw.push_back(lab);
-                    a.a_lab.push_back(lab < 0 || g.l_ignored[lab] ? -1 : lab);
-                    a.a_kind.push_back(kind);
-                    a.a_ends_nl.push_back(lab >= 0 && lab == nl_label);
+                const int32_t s = boundary ? 0 : row[b];
+                if (s != dead && lx.advance_cons(cur.cons, b, base)) {
+                    int32_t step;
+                    bool fresh;
+                    if (base.empty()) {
+                        int32_t& slot = boundary ? by_byte[b] : by_state[s];
+                        if ((fresh = slot < 0)) slot = new_step();
+                        step = slot;
+                    } else {
+                        key.assign({cur.owner, boundary ? b : s});
+                        key.insert(key.end(), base.begin(), base.end());
+                        std::tie(step, fresh) = keyed_step_of(key);
+                    }
+                    if (fresh) {
+                        succ.clear();
+                        lx.step_after(cur.owner, s, b, std::move(base), succ);
+                        for (auto& [c2, lab] : succ) {
+                            const int32_t owner2 = c2.owner;
+                            uint8_t kind = EDGE_PLAIN;
+                            if (nl_owner >= 0 && cur.owner == nl_owner)
+                                kind = EDGE_NL_GOES_ON;
+                            else if (cur.owner == BOUNDARY && nl_owner >= 0 &&
+                                     (owner2 == nl_owner || (lab >= 0 && lab == nl_label)))
+                                kind = EDGE_NL_STARTS;
+                            built.push_back({intern(std::move(c2)), lab, lab < 0 || g.l_ignored[lab] ? -1 : lab, kind,
+                                           uint8_t(lab >= 0 && lab == nl_label)});
+                        }
+                        step_hi[step] = int64_t(built.size());
+                    } else {
+                        for (int64_t e = step_lo[step]; e < step_hi[step]; ++e) built.push_back(Edge(built[e]));
+                    }
                 }
-                a.a_ptr.push_back(int64_t(a.a_nxt.size()));
+                a.a_ptr[ptr + b] = int64_t(built.size());
             }
         }
     }
@@ -92,7 +164,7 @@ struct Builder {
         for (size_t c = 0; c < n; ++c) {
             if (cfgs[c].owner == BOUNDARY) continue;
             for (int64_t e = a.a_ptr[c * 256]; e < a.a_ptr[c * 256 + 256]; ++e) {
-                const int32_t t = a.a_nxt[e], r = a.a_raw[e];
+                const int32_t t = built[e].nxt, r = built[e].raw;
                 if (r >= 0) {
                     if (ends_ok(t)) bits[c * W + r / 64] |= uint64_t(1) << (r % 64);
                 } else {
@@ -187,8 +259,17 @@ ByteAutomaton build_byte_automaton(const Grammar& g, size_t max_states) {
     Builder b(g, max_states);
     b.edges();
     b.configs();
-    b.a.a_raw.clear();
-    b.a.a_raw.shrink_to_fit();
+    const size_t n = b.built.size();
+    b.a.a_nxt.resize(n);
+    b.a.a_lab.resize(n);
+    b.a.a_kind.resize(n);
+    b.a.a_ends_nl.resize(n);
+    for (size_t e = 0; e < n; ++e) {
+        b.a.a_nxt[e] = b.built[e].nxt;
+        b.a.a_lab[e] = b.built[e].lab;
+        b.a.a_kind[e] = b.built[e].kind;
+        b.a.a_ends_nl[e] = b.built[e].ends_nl;
+    }
     return std::move(b.a);
 }
 

@@ -20,9 +20,9 @@ struct ByteAutomaton {
     std::vector<int32_t> c_owner, c_state, c_cons;  // state: global; cons: CSR, sorted global states
     std::vector<int64_t> c_cons_off;
     // edges, CSR by state * 256 + byte: successor, label recorded (-1: none or ignored),
-    // label as lexed (-1: none), indentation kind, whether the edge ends a NEWLINE
+    // indentation kind, whether the edge ends a NEWLINE
     std::vector<int64_t> a_ptr;
-    std::vector<int32_t> a_nxt, a_lab, a_raw;
+    std::vector<int32_t> a_nxt, a_lab;
     std::vector<uint8_t> a_kind, a_ends_nl, a_in_nl;
     // per configuration: labels the lexeme in progress can end as (CSR, -1 = ignored;
     // valid 0 = it cannot end), how the text may end here (as flat_grammar's c_final),

@@ -37,24 +37,31 @@ void Lexer::after(int32_t i, int32_t s, std::vector<int32_t>&& cons,
 }
 
 void Lexer::step(const LexCfg& cfg, int b, std::vector<std::pair<LexCfg, int32_t>>& out) const {
+    int32_t s = 0;
+    if (cfg.owner != BOUNDARY) {
+        s = g_.l_trans[size_t(cfg.state) * 256 + b];
+        if (s == g_.l_dead[cfg.owner]) return;
+    }
     std::vector<int32_t> base;
-    if (cfg.owner == BOUNDARY) {
-        if (!advance_cons(cfg.cons, b, base)) return;
-        for (int64_t k = g_.l_starters_off[b]; k < g_.l_starters_off[b + 1]; ++k) {
-            int32_t i = g_.l_starters[k];
-            size_t ib = size_t(i) * 256 + b;
-            if (g_.l_comp_none[ib]) continue;
-            std::vector<int32_t> cons = base;
-            for (int64_t c = g_.l_comp_off[ib]; c < g_.l_comp_off[ib + 1]; ++c) cons.push_back(g_.l_comp[c]);
-            sorted_union(cons);
-            after(i, g_.l_first[ib], std::move(cons), out);
-        }
+    if (!advance_cons(cfg.cons, b, base)) return;
+    step_after(cfg.owner, s, b, std::move(base), out);
+}
+
+void Lexer::step_after(int32_t owner, int32_t s, int b, std::vector<int32_t>&& base,
+                       std::vector<std::pair<LexCfg, int32_t>>& out) const {
+    if (owner != BOUNDARY) {
+        after(owner, s, std::move(base), out);
         return;
     }
-    int32_t s = g_.l_trans[size_t(cfg.state) * 256 + b];
-    if (s == g_.l_dead[cfg.owner]) return;
-    if (!advance_cons(cfg.cons, b, base)) return;
-    after(cfg.owner, s, std::move(base), out);
+    for (int64_t k = g_.l_starters_off[b]; k < g_.l_starters_off[b + 1]; ++k) {
+        int32_t i = g_.l_starters[k];
+        size_t ib = size_t(i) * 256 + b;
+        if (g_.l_comp_none[ib]) continue;
+        std::vector<int32_t> cons = base;
+        for (int64_t c = g_.l_comp_off[ib]; c < g_.l_comp_off[ib + 1]; ++c) cons.push_back(g_.l_comp[c]);
+        sorted_union(cons);
+        after(i, g_.l_first[ib], std::move(cons), out);
+    }
 }
 
 static int32_t indent_step(int32_t acc, int b, int32_t tab) {

@@ -35,6 +35,11 @@ public:
     // One byte from a configuration: (successor, label ended by this byte or -1), as
     // engine/lexer.py's Lexer.step; only the l_* arrays of the grammar are read.
     void step(const LexCfg& cfg, int b, std::vector<std::pair<LexCfg, int32_t>>& out) const;
+    // The rest of step once the byte is known to be read: `base` is the configuration's
+    // constraint runs after byte b (advance_cons), s its lexeme's state after b (owner not
+    // BOUNDARY). The successors depend on nothing else.
+    void step_after(int32_t owner, int32_t s, int b, std::vector<int32_t>&& base,
+                    std::vector<std::pair<LexCfg, int32_t>>& out) const;
     // Constraint runs after byte b (sorted global states); false if one of them matches.
     bool advance_cons(const std::vector<int32_t>& cons, int b, std::vector<int32_t>& out) const;
 

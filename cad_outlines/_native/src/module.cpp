@@ -336,14 +336,15 @@ NB_MODULE(_core, m) {
           "released.");
     m.def("pool_threads", &pool_threads);
 
-    using Ints = std::vector<int32_t>;
-    m.def("build_lalr", [](const Ints& is_term, const Ints& origin, const Ints& rhs_off, const Ints& rhs,
-                           const Ints& priority, int32_t start) {
-              if (is_term.empty() || rhs_off.size() != origin.size() + 1 || priority.size() != origin.size() ||
-                  size_t(rhs_off.back()) != rhs.size())
+    using I64 = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+    m.def("build_lalr", [](const I32& is_term, const I32& origin, const I32& rhs_off, const I32& rhs,
+                           const I32& priority, int32_t start) {
+              if (is_term.size() == 0 || rhs_off.size() != origin.size() + 1 || priority.size() != origin.size() ||
+                  size_t(rhs_off.data()[origin.size()]) != rhs.size())
                   throw std::invalid_argument("build_lalr: arrays of inconsistent sizes");
               std::vector<uint8_t> term(is_term.size());
-              for (size_t i = 0; i < term.size(); ++i) term[i] = is_term[i] != 0;
+              for (size_t i = 0; i < term.size(); ++i) term[i] = is_term.data()[i] != 0;
               LalrGrammar g{int32_t(term.size()), term.data(), int32_t(origin.size()), origin.data(), rhs_off.data(),
                             rhs.data(), priority.data(), start};
               LalrTables t;
@@ -353,37 +354,25 @@ NB_MODULE(_core, m) {
               }
               nb::dict d;
               d["end_term"] = t.end_term;
-              d["duplicates"] = t.duplicates;
-              d["undefined"] = t.undefined;
               d["n_states"] = t.n_states;
               d["start_state"] = t.start_state;
               d["end_state"] = t.end_state;
-              d["shift_off"] = t.shift_off;
-              d["shift_term"] = t.shift_term;
-              d["shift_to"] = t.shift_to;
-              d["goto_off"] = t.goto_off;
-              d["goto_sym"] = t.goto_sym;
-              d["goto_to"] = t.goto_to;
-              d["reduce_off"] = t.reduce_off;
-              d["reduce_term"] = t.reduce_term;
-              d["reduce_rule"] = t.reduce_rule;
-              d["collision_state"] = t.collision_state;
-              d["collision_term"] = t.collision_term;
-              d["collision_off"] = t.collision_off;
-              d["collision_rules"] = t.collision_rules;
               d["shift_reduce"] = t.shift_reduce;
+#define OUT(name) d[#name] = to_numpy(std::move(t.name))
+              OUT(duplicates); OUT(undefined); OUT(shift_off); OUT(shift_term); OUT(shift_to); OUT(goto_off);
+              OUT(goto_sym); OUT(goto_to); OUT(reduce_off); OUT(reduce_term); OUT(reduce_rule); OUT(collision_state);
+              OUT(collision_term); OUT(collision_off); OUT(collision_rules);
+#undef OUT
               return d;
           }, "is_term"_a, "origin"_a, "rhs_off"_a, "rhs"_a, "priority"_a, "start"_a,
-          "lark's LALR(1) tables (see lalr.h) for the grammar: per symbol is_term, per rule origin, CSR "
-          "expansions (rhs_off, rhs) and priority; a start nonterminal. Returns a dict of int lists: "
+          "lark's LALR(1) tables (see lalr.h) for the grammar: int32 arrays per symbol is_term, per rule origin, "
+          "CSR expansions (rhs_off, rhs) and priority; a start nonterminal. Returns a dict of int32 arrays: "
           "grammar errors (duplicates as (earlier, rule) pairs; undefined as (rule or -1, symbol) pairs), "
-          "else n_states, start_state, end_state, end_term (the id of $END: the number of symbols), "
+          "else n_states, start_state, end_state, end_term (the id of $END: the number of symbols; ints), "
           "per-state CSR shifts (shift_off, shift_term, shift_to), gotos (goto_off, goto_sym, goto_to) and "
           "reductions (reduce_off, "
           "reduce_term, reduce_rule), unresolved reduce/reduce collisions (collision_state, collision_term, "
-          "CSR collision_off/collision_rules) and the count of shift/reduce conflicts resolved as shift.");
-    using I64 = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-    using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+          "CSR collision_off/collision_rules) and the count of shift/reduce conflicts resolved as shift (an int).");
     m.def("utf8_expand", [](const I64& iv_off, const I64& lo, const I64& hi, const I32& tgt) {
               const size_t n = iv_off.shape(0) - 1;
               if (iv_off.shape(0) < 1 || lo.shape(0) != hi.shape(0) || lo.shape(0) != tgt.shape(0) ||

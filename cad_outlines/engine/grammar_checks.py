@@ -84,16 +84,7 @@ def check_language(lk: lark.Lark, spec, start: str | None = None) -> None:
     if getattr(postlex, "NL_type", None):
         produced |= {postlex.INDENT_type, postlex.DEDENT_type}
     start = start or lk.options.start[0]
-    productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for r in lk.rules:
-            name = r.origin.name
-            if name not in productive and all(
-                    (s.name in produced) if s.is_term else (s.name in productive) for s in r.expansion):
-                productive.add(name)
-                changed = True
+    productive = _productive(lk.rules, produced)
     if start in productive:
         return
     missing = sorted(_unproduced(lk.rules, start, produced, productive))
@@ -104,6 +95,37 @@ def check_language(lk: lark.Lark, spec, start: str | None = None) -> None:
                 "makes them; _INDENT/_DEDENT need postlex='python' and a _NEWLINE terminal)")
     raise GrammarCompileError(start, f"the grammar's language is empty: rule {start} derives no text; {why}",
                               kind="rule")
+
+
+def _productive(rules: Sequence, produced: set[str]) -> set[str]:
+    """Rules that derive some text from the `produced` terminals (least fixpoint, by
+    worklist: each rule counts its nonterminal occurrences not yet known productive)."""
+    need: list[int] = []
+    users: dict[str, list[int]] = {}
+    todo: list[str] = []
+    for i, r in enumerate(rules):
+        if any(s.is_term and s.name not in produced for s in r.expansion):
+            need.append(-1)  # never productive
+            continue
+        n = 0
+        for s in r.expansion:
+            if not s.is_term:
+                n += 1
+                users.setdefault(s.name, []).append(i)
+        need.append(n)
+        if n == 0:
+            todo.append(r.origin.name)
+    productive: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in productive:
+            continue
+        productive.add(name)
+        for i in users.get(name, ()):
+            need[i] -= 1
+            if need[i] == 0:
+                todo.append(rules[i].origin.name)
+    return productive
 
 
 def _unproduced(rules: Iterable, start: str, produced: set[str], productive: set[str]) -> set[str]:

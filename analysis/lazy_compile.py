@@ -335,8 +335,8 @@ def run(args) -> int:
     import os
 
     body = [
-        "`compile_grammar(..., lazy=True)` runs the grammar's own phases only (lark's grammar reader without its "
-        "parser, terminal automata, LALR tables built natively, the lexer's byte automaton built natively) and "
+        "`compile_grammar(..., lazy=True)` runs the grammar's own phases only (the Lark grammar read into "
+        "terminals and BNF rules, terminal automata, LALR tables built natively, the lexer's byte automaton built natively) and "
         "writes one small flat file (on a thread, beside the first mask); the native core builds a lexer "
         "configuration's mask-store rows the first time a mask needs them (`cad_outlines/_native/src/lazy_store.cpp`: "
         "a walk of the vocabulary's byte trie from each hypothesis a first byte reaches, memoised and shared by every "
@@ -357,10 +357,11 @@ def run(args) -> int:
         markdown_table(["grammar", "ours new grammar ms", "of which compile ms", "ours seen before ms",
                         "configs built", "llguidance ms", "ours / llguidance", "xgrammar ms", "ours / xgrammar"],
                        ttfm_rows), "",
-        *notes, "", "Where a new grammar's time goes (median ms per phase of the same runs; \"lark load\" is lark's "
-        "grammar reader and EBNF compiler (`engine/grammar_load.py`), \"terminal DFAs\" our regex compiler "
-        "(sre parse and determinisation in Python, UTF-8 expansion and minimisation native: "
-        "`_native/src/dfa.cpp`; plain-literal terminals built directly), \"parse tables\" the native LALR builder (`_native/src/lalr.cpp`), \"lexer configurations\" the "
+        *notes, "", "Where a new grammar's time goes (median ms per phase of the same runs; \"lark load\" reads the "
+        "grammar into lark's terminals and BNF rules by hand (`engine/lark_syntax.py`, `engine/lark_rules.py`: "
+        "equal to lark's reader and EBNF compiler, which it replaces), \"terminal DFAs\" our regex compiler "
+        "(sre parse and determinisation in Python; UTF-8 expansion, minimisation, the keyword product and the "
+        "lexer tables native: `_native/src/dfa.cpp`; plain-literal terminals built directly), \"parse tables\" the native LALR builder (`_native/src/lalr.cpp`), \"lexer configurations\" the "
         "native byte automaton (`_native/src/byte_automaton.cpp`); the file is written on a thread):", "",
         markdown_table(["grammar", *PHASES], phase_rows), "",
         *(["Refusals:", *refusals, ""] if refusals else []),

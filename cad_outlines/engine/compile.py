@@ -197,6 +197,7 @@ def _save_in_background(flat: FlatGrammar, path: Path) -> None:
     for the disk. A compile of the same file waits for it (:func:`_wait_for_save`); the
     write is atomic, so another process sees the whole file or none."""
     def save() -> None:
+        _lowest_priority()  # the first mask's vocabulary walk gets the cores first
         time.sleep(0)  # hand the GIL straight back: the caller goes on to its first mask
         try:
             flat.save(path)
@@ -207,6 +208,15 @@ def _save_in_background(flat: FlatGrammar, path: Path) -> None:
     with _SAVING_LOCK:
         _SAVING[path] = t
     t.start()
+
+
+def _lowest_priority() -> None:
+    """Run the calling thread at the lowest CPU priority where the OS can (Linux: a
+    thread's own nice value, set through its thread id); elsewhere nothing changes."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
 
 
 def wait_for_cache_writes() -> None:

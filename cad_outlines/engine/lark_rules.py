@@ -32,7 +32,7 @@ from copy import copy, deepcopy
 import lark
 import lark.load_grammar as _lg
 from lark.grammar import NonTerminal, Rule, RuleOptions, Symbol, Terminal
-from lark.lexer import PatternRE, PatternStr, TerminalDef, Token
+from lark.lexer import PatternRE, TerminalDef, Token
 from lark.tree import SlottedTree as ST
 from lark.tree import Tree
 from lark.utils import OrderedSet

@@ -56,7 +56,7 @@ def _child(grammar: str, start: str | None, tokenizer_dir: str) -> None:
         g = compile_grammar(Path(grammar), vocab, start=start, cache=cache, progress=False, profile=prof)
         total = time.perf_counter() - t0
     print(json.dumps(dict(profile=prof.to_dict(), wall=total, before_mib=before, configs=len(g.store.configs),
-                          rows=g.store.n_rows, vocab=vocab.size)))
+                          rows=g.store.n_rows, held=g.store.n_stored_rows, vocab=vocab.size)))
 
 
 def _run_one(path: Path, start: str | None, tdir: Path) -> dict:
@@ -93,7 +93,7 @@ def run(args) -> int:
         phases = {ph["name"]: ph for ph in p["phases"]}
         stream = sum(ph["seconds"] for n, ph in phases.items() if n.startswith("streamline") or n == "grammar analysis")
         saves = sum(ph["seconds"] for n, ph in phases.items() if n.startswith("save"))
-        summary.append([name + (" (held out)" if held else ""), tok, f"{r['configs']:,}", f"{r['rows']:,}",
+        summary.append([name + (" (held out)" if held else ""), tok, f"{r['configs']:,}", f"{r['rows']:,} / {r['held']:,}",
                         f"{p['seconds'] - saves:.2f}", f"{p['cpu_seconds']:.2f}", f"{stream:.2f}",
                         f"{p['peak_rss_mib']:.0f} ({r['before_mib']:.0f})"])
         rows = [[ph["name"], f"{ph['seconds']:.2f}", f"{ph['cpu_seconds']:.2f}", f"{ph['peak_rss_mib']:.0f}",
@@ -106,8 +106,9 @@ def run(args) -> int:
             "## Summary", "",
             "'compile s' is the cold compile without the two cache writes (what `compile_grammar(..., cache=False)` "
             "does); peak RSS is the highest phase peak, with the peak before compiling (interpreter, imports, "
-            "vocabulary) in brackets.", "",
-            markdown_table(["grammar", "tokenizer", "lexer configs", "store rows (streamlined)", "compile s",
+            "vocabulary) in brackets. Store rows per config are what masks read; 'held' counts configurations with "
+            "equal rows once (how the store is kept).", "",
+            markdown_table(["grammar", "tokenizer", "lexer configs", "store rows (streamlined): per config / held", "compile s",
                             "CPU s (all phases)", "analysis + streamlining s", "peak RSS MiB (before)"], summary),
             "", "## Phases", "", "\n\n".join(sections)]
     cmd = "cad-outlines study compile-profile" + (f" --grammars {args.grammars}" if args.grammars else "") + \

@@ -78,6 +78,7 @@ class GrammarReport:
     document: str = ""
     compile_phases: list[dict] = field(default_factory=list)  # CompileProfile phases of the (unstreamlined) compile
     by_context: dict = field(default_factory=dict)  # see rows_by_context
+    stored_rows: dict = field(default_factory=dict)  # original / streamlined: rows held, equal row lists once
 
     # -- output -------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -92,6 +93,10 @@ class GrammarReport:
                   f"- mask-store rows: {first:,} -> {last:,} ({first / max(last, 1):.1f}x fewer); "
                   f"one-hop successor pruning alone (SynCode's method): {self.syncode_rows:,} "
                   f"({self.syncode_rows / max(last, 1):.2f}x more than streamlined)",
+                  *([f"- rows held, configurations with equal rows sharing them: {self.stored_rows['original']:,} -> "
+                     f"{self.stored_rows['streamlined']:,} "
+                     f"({self.stored_rows['original'] / max(self.stored_rows['streamlined'], 1):.1f}x fewer)"]
+                    if self.stored_rows else []),
                   f"- analysis time: {self.analysis_seconds:.1f} s", ""]
         lines += ["## Interchangeable terminals", ""]
         if self.groups:
@@ -416,7 +421,8 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
                          "streamlined": [len(r) for r in result.store.rows]},
         analysis_seconds=analysis_s + sum(s.seconds for s in result.steps),
         compile_phases=[asdict(ph) for ph in prof.phases],
-        by_context=rows_by_context(raw.store, result.store, raw.lexer, ga, contexts))
+        by_context=rows_by_context(raw.store, result.store, raw.lexer, ga, contexts),
+        stored_rows=dict(original=raw.store.n_stored_rows, streamlined=result.store.n_stored_rows))
     report.streamlined = CompiledGrammar(raw.vocab, raw.lexer, result.store, raw.tables, raw.indenter,
                                          raw.grammar_hash, streamlined=True)  # not part of the report's data
     report.original = raw

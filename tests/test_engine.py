@@ -194,6 +194,46 @@ def test_store_round_trips_through_the_cache(vocab, tmp_path):
         m2.advance(tok)
 
 
+
+@pytest.mark.parametrize("streamline", [False, True])
+def test_equal_row_lists_are_held_once(vocab, tmp_path, streamline):
+    g = compile_grammar(JSON, vocab, cache=False, progress=False, streamline=streamline)
+    store = g.store
+    groups: dict[tuple, list[int]] = {}
+    for q, rows in enumerate(store.rows):
+        groups.setdefault(tuple(rows), []).append(q)
+    assert store.n_stored_rows == sum(len(k) for k in groups) < store.n_rows
+    shared = [qs for qs in groups.values() if len(qs) > 1]
+    assert shared  # the toy grammar has configurations with equal rows
+    # one list object in memory, one trie in the flat arrays, one list in the cache file
+    flat = g.flat
+    for qs in shared:
+        assert all(store.rows[q] is store.rows[qs[0]] for q in qs)
+        assert {int(flat.arrays["t_root"][q]) for q in qs} == {int(flat.arrays["t_root"][qs[0]])}
+        assert {int(flat.arrays["t_uncond"][q]) for q in qs} == {int(flat.arrays["t_uncond"][qs[0]])}
+    assert len(set(flat.arrays["t_root"].tolist())) == len(groups)
+    assert flat.meta["n_rows"] == store.n_rows and flat.meta["n_stored_rows"] == store.n_stored_rows
+    store.save(tmp_path / "s.npz")
+    back = MaskStore.load(tmp_path / "s.npz")
+    assert back.digest() == store.digest() and back.n_stored_rows == store.n_stored_rows
+    assert all(back.rows[q] is back.rows[qs[0]] for qs in shared for q in qs)
+    # a file written before lists were shared (one list per config, no cfg_list) still loads
+    z = dict(np.load(tmp_path / "s.npz"))
+    lists = [[(z["labels_pool"][o : o + ne].tolist(), z["labels_pool"][o + ne : o + ne + nn].tolist(), sid)
+              for o, ne, nn, sid in z["rows"][z["row_ptr"][k] : z["row_ptr"][k + 1]].tolist()]
+             for k in range(len(z["row_ptr"]) - 1)]
+    per_config = [lists[k] for k in z.pop("cfg_list").tolist()]
+    pool, flat_rows, ptr = [], [], [0]
+    for rows in per_config:
+        for e, n, sid in rows:
+            flat_rows.append((len(pool), len(e), len(n), sid))
+            pool += e + n
+        ptr.append(len(flat_rows))
+    z.update(rows=np.array(flat_rows, dtype=np.int32).reshape(-1, 4), row_ptr=np.array(ptr, dtype=np.int64),
+             labels_pool=np.array(pool, dtype=np.int32))
+    np.savez(tmp_path / "old.npz", **z)
+    assert MaskStore.load(tmp_path / "old.npz").digest() == store.digest()
+
 def test_copy_edit_program_is_accepted(vocab):
     cg = compile_grammar(grammar_path("copy_edit"), vocab, cache=False, progress=False)
     m = Matcher(cg)

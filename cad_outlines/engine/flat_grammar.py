@@ -25,7 +25,9 @@ Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data
   ``c_entered_valid`` 0 = it cannot end), ``c_final`` (how the text may end here: -2
   no, -1 nothing pending, -3 an ignored lexeme ends, else its label).
 - row trie ``t_*``: per configuration a root node (``t_root``) and one merged set of the
-  rows that need no parser question (``t_uncond``, -1 if none); nodes have edges
+  rows that need no parser question (``t_uncond``, -1 if none); configurations with the
+  same rows share one trie (``meta["n_rows"]`` counts rows per configuration, what masks
+  read; ``meta["n_stored_rows"]`` those stored); nodes have edges
   (``t_edge_off``/``t_edge_elem``/``t_edge_child``, elements as in the store: a label,
   or a NEWLINE with its indentation packed in) and rows (``t_row_off``/``t_row_ent``/
   ``t_row_set``); entered-label sets are CSR ``e_off``/``e_labels``.
@@ -248,7 +250,8 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     store = g.store
     V = g.vocab_size
     n_words = (V + 31) // 32
-    meta.update(vocab_size=V, n_words=n_words, n_rows=store.n_rows, n_configs=len(store.rows))
+    meta.update(vocab_size=V, n_words=n_words, n_rows=store.n_rows, n_stored_rows=store.n_stored_rows,
+                n_configs=len(store.rows))
     # sets: the store's own, then one merged "needs no parser question" set per config
     set_defs: list[tuple[np.ndarray, bool]] = [(store.set_ids[k], store.set_negated[k]) for k in range(len(store.set_ids))]
     extra: dict[bytes, int] = {}
@@ -264,7 +267,14 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
 
     roots, uncond = [], []
     edge_off, edge_elem, edge_child, row_off, row_ent, row_set = [0], [], [], [0], [], []
-    for q, rows in enumerate(store.rows):
+    shared: dict[tuple, tuple[int, int]] = {}  # a row list -> (root, uncond) of its trie, built once
+    for rows in store.rows:
+        same = tuple(rows)
+        got = shared.get(same)
+        if got is not None:
+            roots.append(got[0])
+            uncond.append(got[1])
+            continue
         # the trie of this config, nodes numbered globally in DFS order
         free: list[int] = []
         tree: dict = {}
@@ -307,6 +317,7 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
                 edge_child.append(base + len(order))
                 order.append(node[elem])
             edge_off.append(len(edge_elem))
+        shared[same] = (roots[-1], uncond[-1])
     out["t_root"] = np.array(roots, dtype=np.int32)
     out["t_uncond"] = np.array(uncond, dtype=np.int32)
     out["t_edge_off"] = np.array(edge_off, dtype=np.int32)

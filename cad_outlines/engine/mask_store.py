@@ -35,7 +35,20 @@ class MaskStore:
 
     @property
     def n_rows(self) -> int:
+        """Rows per configuration, summed: what masks read."""
         return sum(len(r) for r in self.rows)
+
+    @property
+    def n_stored_rows(self) -> int:
+        """Rows held: configurations with equal row lists share one (in memory, in the
+        cache file and in the flat arrays)."""
+        return sum(len(r) for r in {tuple(r): r for r in self.rows}.values())
+
+    def shared(self) -> MaskStore:
+        """This store with equal row lists made one list object (memory)."""
+        one: dict[tuple, list[Row]] = {}
+        self.rows = [one.setdefault(tuple(r), r) for r in self.rows]
+        return self
 
     def set_mask(self, set_id: int) -> np.ndarray:
         mask = np.zeros(self.vocab_size, dtype=bool)
@@ -67,13 +80,21 @@ class MaskStore:
 
     # -- persistence ------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
+        """One .npz; equal row lists are written once (``cfg_list``: each config's list)."""
         flat_rows, row_ptr, labels_pool = [], [0], []
+        list_id: dict[tuple, int] = {}
+        cfg_list = []
         for rows in self.rows:
-            for emitted, entered, sid in rows:
-                flat_rows.append((len(labels_pool), len(emitted), len(entered), sid))
-                labels_pool.extend(emitted)
-                labels_pool.extend(entered)
-            row_ptr.append(len(flat_rows))
+            key = tuple(rows)
+            got = list_id.get(key)
+            if got is None:
+                got = list_id[key] = len(row_ptr) - 1
+                for emitted, entered, sid in rows:
+                    flat_rows.append((len(labels_pool), len(emitted), len(entered), sid))
+                    labels_pool.extend(emitted)
+                    labels_pool.extend(entered)
+                row_ptr.append(len(flat_rows))
+            cfg_list.append(got)
         cfg_flat, cfg_ptr = [], [0]
         for c in self.configs:
             cfg_flat.extend([c.owner, c.state, len(c.cons)] + [x for pair in c.cons for x in pair])
@@ -84,6 +105,7 @@ class MaskStore:
             vocab_size=np.int64(self.vocab_size),
             rows=np.array(flat_rows, dtype=np.int32).reshape(-1, 4),
             row_ptr=np.array(row_ptr, dtype=np.int64),
+            cfg_list=np.array(cfg_list, dtype=np.int32),
             labels_pool=np.array(labels_pool, dtype=np.int32),
             cfg_flat=np.array(cfg_flat, dtype=np.int32),
             cfg_ptr=np.array(cfg_ptr, dtype=np.int64),
@@ -97,10 +119,10 @@ class MaskStore:
         z = np.load(path)
         pool = z["labels_pool"].tolist()
         rows_arr, row_ptr = z["rows"].tolist(), z["row_ptr"].tolist()
-        rows = []
-        for q in range(len(row_ptr) - 1):
-            rows.append([(tuple(pool[o : o + ne]), tuple(pool[o + ne : o + ne + nn]), sid)
-                         for o, ne, nn, sid in rows_arr[row_ptr[q] : row_ptr[q + 1]]])
+        lists = [[(tuple(pool[o : o + ne]), tuple(pool[o + ne : o + ne + nn]), sid)
+                  for o, ne, nn, sid in rows_arr[row_ptr[k] : row_ptr[k + 1]]] for k in range(len(row_ptr) - 1)]
+        # files written before row lists were shared hold one list per config
+        rows = [lists[k] for k in z["cfg_list"].tolist()] if "cfg_list" in z.files else lists
         flat, ptr = z["cfg_flat"].tolist(), z["cfg_ptr"].tolist()
         configs = []
         for q in range(len(ptr) - 1):
@@ -108,7 +130,7 @@ class MaskStore:
             configs.append(Config(owner, state, tuple((rest[2 * k], rest[2 * k + 1]) for k in range(nc))))
         data, sptr = z["set_data"], z["set_ptr"]
         sets = [data[sptr[k] : sptr[k + 1]] for k in range(len(sptr) - 1)]
-        return cls(int(z["vocab_size"]), configs, rows, sets, z["set_negated"].tolist())
+        return cls(int(z["vocab_size"]), configs, rows, sets, z["set_negated"].tolist()).shared()
 
     def digest(self) -> str:
         """A content hash of the store (for checking that two builds agree)."""
@@ -186,7 +208,7 @@ def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
     explore(lexer, tokens, on_config, progress, timings)
     n = len(lexer.table)
     rows = [table_rows.get(q, []) for q in range(n)]
-    return MaskStore(vocab_size, list(lexer.table.configs), rows, sets.set_ids, sets.negated)
+    return MaskStore(vocab_size, list(lexer.table.configs), rows, sets.set_ids, sets.negated).shared()
 
 
 def _sorted_unique(ids: np.ndarray) -> np.ndarray:

@@ -124,7 +124,7 @@ class _Rows:
                     sid = cache[key] = sets.add_mask(mask)
                 rows.append((e, n, sid))
             out_rows.append(rows)
-        return MaskStore(st.vocab_size, list(st.configs), out_rows, sets.set_ids, sets.negated)
+        return MaskStore(st.vocab_size, list(st.configs), out_rows, sets.set_ids, sets.negated).shared()
 
 
 def _merge(d: dict, key: tuple, sids: int | list[int]) -> None:

@@ -399,40 +399,19 @@ void LazyStore::build(int32_t q) {
         if (size_t(c.n_hyps) == hyps_.size() &&
             std::equal(hyps_.begin(), hyps_.end(), composed_hyps_.begin() + c.hyps_off,
                        [](const Hyp& x, const Hyp& y) { return x.lead == y.lead && x.part == y.part; })) {
-            copy_rows(q, c);
+            // the same rows: share its trie (nodes are never changed once built)
+            root_[q] = root_[c.cfg];
+            uncond_[q] = uncond_[c.cfg];
+            ++n_built_;
             return;
         }
     }
     const int32_t base = int32_t(row_off_.size()) - 1;
     compose(q);
     if (fresh) {
-        composed_.push_back({q, int32_t(row_off_.size()) - 1 - base, int32_t(composed_hyps_.size()), int32_t(hyps_.size())});
+        composed_.push_back({q, int32_t(composed_hyps_.size()), int32_t(hyps_.size())});
         composed_hyps_.insert(composed_hyps_.end(), hyps_.begin(), hyps_.end());
     }
-    root_[q] = base;
-    ++n_built_;
-    refresh_views();
-}
-
-void LazyStore::copy_rows(int32_t q, const Composed& c) {
-    // the rows, edges and nodes of configuration c.cfg, appended with its node ids shifted
-    const int32_t from = root_[c.cfg], base = int32_t(row_off_.size()) - 1, shift = base - from;
-    const int32_t r0 = row_off_[from], r1 = row_off_[from + c.n_nodes], e0 = edge_off_[from],
-                  e1 = edge_off_[from + c.n_nodes];
-    const int32_t rows_at = int32_t(row_ent_.size()), edges_at = int32_t(edge_elem_.size());
-    row_ent_.resize(size_t(rows_at + r1 - r0));
-    row_set_.resize(row_ent_.size());
-    std::copy(row_ent_.begin() + r0, row_ent_.begin() + r1, row_ent_.begin() + rows_at);
-    std::copy(row_set_.begin() + r0, row_set_.begin() + r1, row_set_.begin() + rows_at);
-    edge_elem_.resize(size_t(edges_at + e1 - e0));
-    edge_child_.resize(edge_elem_.size());
-    std::copy(edge_elem_.begin() + e0, edge_elem_.begin() + e1, edge_elem_.begin() + edges_at);
-    for (int32_t e = e0; e < e1; ++e) edge_child_[edges_at + e - e0] = edge_child_[e] + shift;
-    for (int32_t v = from; v < from + c.n_nodes; ++v) {
-        row_off_.push_back(row_off_[v + 1] - r0 + rows_at);
-        edge_off_.push_back(edge_off_[v + 1] - e0 + edges_at);
-    }
-    uncond_[q] = uncond_[c.cfg];
     root_[q] = base;
     ++n_built_;
     refresh_views();

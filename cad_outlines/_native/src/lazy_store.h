@@ -7,8 +7,8 @@
 // The walk of the tokens after their first byte depends only on the hypothesis that byte
 // reached (automaton state, NEWLINE indentation so far), so it is memoised per
 // (hypothesis, first byte) and shared by every configuration that reaches it: after the
-// first few configurations most are composed from walks already done, and many copy the
-// rows of one with the same walks. A build's new walks run on the thread pool; a walk
+// first few configurations most are composed from walks already done, and many share the
+// row trie of one with the same walks. A build's new walks run on the thread pool; a walk
 // remembers its steps and takes whole the subtrees below which nothing changes. Whatever
 // ran first, results are kept in one order: the store is the same on every run.
 #pragma once
@@ -98,13 +98,13 @@ private:
         int32_t next;
     };
     // A configuration whose rows were composed from its hypotheses (hyps_): another with the
-    // same ones copies them (most configurations differ only in what the parser has seen).
+    // same ones shares its row trie (most configurations differ only in what the parser has
+    // seen).
     struct Composed {
-        int32_t cfg, n_nodes;      // its nodes: root_[cfg] .. + n_nodes
+        int32_t cfg;
         int32_t hyps_off, n_hyps;  // its hypotheses in composed_hyps_
     };
     void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done
-    void copy_rows(int32_t cfg, const Composed& c);
     void walk(Walk& w) const;
     // The byte classes (byte_class) on all of whose bytes a hypothesis in `state` stays as it
     // is: one edge, back to the state, no label, outside NEWLINE. Computed on first need

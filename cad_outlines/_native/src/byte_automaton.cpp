@@ -25,8 +25,7 @@ struct Builder {
         uint8_t kind, ends_nl;
     };
     std::vector<Edge> built;  // a's edges while they are built (with their raw labels)
-    FlatMap index;                  // a configuration's hash -> the first configuration with it
-    std::vector<int32_t> same_hash;  // per configuration: the next one with its hash (-1: none)
+    InternIndex index;  // the configurations, by hash
     size_t max_states;
 
     Builder(const Grammar& g_, size_t max_states_) : g(g_), lx(g_), max_states(max_states_) {}
@@ -34,16 +33,11 @@ struct Builder {
     int32_t intern(LexCfg&& c) {
         const int32_t head[2] = {c.owner, c.state};
         const uint64_t h = fnv1a(c.cons.data(), c.cons.size(), fnv1a(head, 2));
-        const int32_t id = int32_t(cfgs.size());
-        auto [first, fresh] = index.try_emplace(h, id);
-        if (!fresh)
-            for (int32_t v = first; v >= 0; v = same_hash[v])
-                if (cfgs[v] == c) return v;
+        auto [id, fresh] = index.find_or_add(h, [&](int32_t v) { return cfgs[v] == c; });
+        if (!fresh) return id;
         if (cfgs.size() >= max_states)
             throw std::length_error("the lexer has more than " + std::to_string(max_states) +
                                     " configurations (terminals whose runs interleave without bound)");
-        same_hash.push_back(fresh ? -1 : same_hash[first]);  // chained after the first
-        if (!fresh) same_hash[first] = id;
         cfgs.push_back(std::move(c));
         return id;
     }
@@ -55,23 +49,19 @@ struct Builder {
     // are looked up by state or byte, the others by hash.
     std::vector<int64_t> step_lo, step_hi;
     std::vector<int32_t> by_state, by_byte;    // key without runs -> its step (-1: none yet)
-    FlatMap keyed_index;                       // a key's hash -> the first keyed step with it
-    std::vector<int32_t> keyed, keyed_step, keyed_same;  // keys (CSR keyed_off), their steps, chains
+    InternIndex keyed_index;                   // the keys with runs, by hash
+    std::vector<int32_t> keyed, keyed_step;    // keys (CSR keyed_off), their steps
     std::vector<int64_t> keyed_off{0};
 
     // The step of `key` (owner, state or byte, runs...), added (its edges are the ones
     // appended next) if new: (step, whether it is new).
     std::pair<int32_t, bool> keyed_step_of(const std::vector<int32_t>& key) {
         const uint64_t h = fnv1a(key.data(), key.size(), FNV_OFFSET ^ key.size());
-        const int32_t k = int32_t(keyed_step.size());
-        auto [first, fresh] = keyed_index.try_emplace(h, k);
-        if (!fresh)
-            for (int32_t v = first; v >= 0; v = keyed_same[v])
-                if (size_t(keyed_off[v + 1] - keyed_off[v]) == key.size() &&
-                    std::equal(key.begin(), key.end(), keyed.begin() + keyed_off[v]))
-                    return {keyed_step[v], false};
-        keyed_same.push_back(fresh ? -1 : keyed_same[first]);  // chained after the first
-        if (!fresh) keyed_same[first] = k;
+        auto [v, fresh] = keyed_index.find_or_add(h, [&](int32_t u) {
+            return size_t(keyed_off[u + 1] - keyed_off[u]) == key.size() &&
+                   std::equal(key.begin(), key.end(), keyed.begin() + keyed_off[u]);
+        });
+        if (!fresh) return {keyed_step[v], false};
         keyed.insert(keyed.end(), key.begin(), key.end());
         keyed_off.push_back(int64_t(keyed.size()));
         keyed_step.push_back(new_step());

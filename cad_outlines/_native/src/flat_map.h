@@ -1,6 +1,7 @@
 // A map from 64-bit keys to non-negative ints in one open-addressed array (linear probing,
 // at most half full): the lazy store's hot lookups (label sequences, groups, rows), where
-// std::unordered_map's node per entry costs more than the work around it.
+// std::unordered_map's node per entry costs more than the work around it; and InternIndex,
+// the native core's one way of numbering distinct contents.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,39 @@ private:
     std::vector<int32_t> vals_;  // -1: empty slot
     size_t n_ = 0, mask_ = 0;
     int shift_ = 64;
+};
+
+// Interning by content hash: entries are numbered 0, 1, ... in the order they are added, the
+// caller keeps their contents; entries whose hashes collide are chained, and a lookup asks
+// `same(v)` of each entry v with the hash (equal contents are always compared: the hash
+// only spreads the buckets).
+class InternIndex {
+public:
+    // (v, false) for the entry v with same(v), else (size(), true): the new entry's id, now
+    // recorded under `hash` (the caller stores its contents).
+    template <class Same>
+    std::pair<int32_t, bool> find_or_add(uint64_t hash, Same&& same) {
+        const int32_t id = int32_t(next_.size());
+        auto [head, fresh] = heads_.try_emplace(hash, id);
+        if (fresh) {
+            next_.push_back(-1);
+            return {id, true};
+        }
+        for (int32_t v = head; v >= 0; v = next_[v])
+            if (same(v)) return {v, false};
+        next_.push_back(next_[head]);  // chained after the head
+        next_[head] = id;
+        return {id, true};
+    }
+    size_t size() const { return next_.size(); }
+    void clear() {
+        heads_.clear();
+        next_.clear();
+    }
+
+private:
+    FlatMap heads_;              // hash -> the first entry with it
+    std::vector<int32_t> next_;  // per entry: the next one with its hash (-1: none)
 };
 
 }  // namespace cad

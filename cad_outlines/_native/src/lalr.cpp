@@ -4,7 +4,8 @@
 #include <array>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
+
+#include "flat_map.h"
 
 namespace cad {
 
@@ -212,26 +213,17 @@ LalrTables build_lalr(const LalrGrammar& g) {
 
     // LR(0) item sets, breadth-first from the start state, transitions in symbol order
     std::vector<int32_t> k_off{0}, k_items;           // kernels per state, sorted
-    std::unordered_map<uint64_t, int32_t> first_with; // kernel hash -> first state with it
-    std::vector<int32_t> same_hash;                   // next state with the same kernel hash
+    InternIndex states;                               // the states, by kernel hash
     auto find_or_add = [&](const std::vector<int32_t>& kernel) {
-        const uint64_t h = hash_items(kernel.data(), kernel.size());
-        auto [it, fresh] = first_with.emplace(h, int32_t(same_hash.size()));
-        if (!fresh) {
-            for (int32_t s = it->second;; s = same_hash[s]) {
-                if (size_t(k_off[s + 1] - k_off[s]) == kernel.size() &&
-                    std::equal(kernel.begin(), kernel.end(), k_items.begin() + k_off[s]))
-                    return s;
-                if (same_hash[s] < 0) {
-                    same_hash[s] = int32_t(same_hash.size());
-                    break;
-                }
-            }
+        auto [s, fresh] = states.find_or_add(hash_items(kernel.data(), kernel.size()), [&](int32_t v) {
+            return size_t(k_off[v + 1] - k_off[v]) == kernel.size() &&
+                   std::equal(kernel.begin(), kernel.end(), k_items.begin() + k_off[v]);
+        });
+        if (fresh) {
+            k_items.insert(k_items.end(), kernel.begin(), kernel.end());
+            k_off.push_back(int32_t(k_items.size()));
         }
-        same_hash.push_back(-1);
-        k_items.insert(k_items.end(), kernel.begin(), kernel.end());
-        k_off.push_back(int32_t(k_items.size()));
-        return int32_t(same_hash.size()) - 1;
+        return s;
     };
     find_or_add({ibase[nR]});
     std::vector<int32_t> trans_off{0}, trans_sym, trans_to;  // per state, CSR sorted by symbol
@@ -244,7 +236,7 @@ LalrTables build_lalr(const LalrGrammar& g) {
             if (bucket[x].empty()) touched.push_back(x);
             bucket[x].push_back(item + 1);
         };
-        for (int32_t s = 0; s < int32_t(same_hash.size()); ++s) {
+        for (int32_t s = 0; s < int32_t(states.size()); ++s) {
             nts.clear();
             touched.clear();
             for (int32_t k = k_off[s]; k < k_off[s + 1]; ++k) {
@@ -268,7 +260,7 @@ LalrTables build_lalr(const LalrGrammar& g) {
             trans_off.push_back(int32_t(trans_sym.size()));
         }
     }
-    const int32_t n_states = int32_t(same_hash.size());
+    const int32_t n_states = int32_t(states.size());
     out.n_states = n_states;
     out.start_state = 0;
     auto trans_index = [&](int32_t s, int32_t x) {  // the transition of s on x, -1 if none

@@ -153,16 +153,13 @@ void LazyStore::walk(Walk& w) const {
         for (const Item& it : f)
             h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
                       it.absolute)) * FNV_PRIME;
-        const int32_t id = int32_t(w.fronts.size());
-        auto [head, fresh] = w.front_at.try_emplace(h, id);
-        if (!fresh)
-            for (int32_t v = head; v >= 0; v = w.fronts[v].next)
-                if (size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size()))
-                    return v;
+        auto [id, fresh] = w.front_at.find_or_add(h, [&](int32_t v) {
+            return size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size());
+        });
+        if (!fresh) return id;
         uint64_t keep = ~STAYS_KNOWN;  // the classes on which every hypothesis stays as it is
         for (const Item& it : f) keep &= stays(it.state);
-        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), fresh ? -1 : w.fronts[head].next, keep, 0});
-        if (!fresh) w.fronts[head].next = id;
+        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), keep, 0});
         w.front_items.insert(w.front_items.end(), f.begin(), f.end());
         return id;
     };
@@ -255,19 +252,14 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     std::sort(ids_.begin(), ids_.end());
     ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
     const uint64_t h = fnv1a(ids_.data(), ids_.size(), FNV_OFFSET ^ ids_.size());
-    const int32_t u = int32_t(union_sid_.size());
-    auto [head, fresh] = union_index_.try_emplace(h, u);
-    if (!fresh)
-        for (int32_t v = head; v >= 0; v = union_next_[v])
-            if (size_t(union_off_[v + 1] - union_off_[v]) == ids_.size() &&
-                std::equal(ids_.begin(), ids_.end(), union_gids_.begin() + union_off_[v]))
-                return union_sid_[v];
-    if (union_off_.empty()) union_off_.push_back(0);
+    auto [u, fresh] = union_index_.find_or_add(h, [&](int32_t v) {
+        return size_t(union_off_[v + 1] - union_off_[v]) == ids_.size() &&
+               std::equal(ids_.begin(), ids_.end(), union_gids_.begin() + union_off_[v]);
+    });
+    if (!fresh) return union_sid_[u];
     union_gids_.insert(union_gids_.end(), ids_.begin(), ids_.end());
     union_off_.push_back(int32_t(union_gids_.size()));
     union_sid_.push_back(-1);
-    union_next_.push_back(fresh ? -1 : union_next_[head]);  // chained after the head
-    if (!fresh) union_next_[head] = u;
     const size_t W = size_t(g_.n_words), dense_from = std::max<size_t>(64, W / 2);  // as flat_grammar.py
     size_t total = 0;
     const int32_t* tok = trie_->tok_ids.data();
@@ -310,17 +302,12 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
     // a set of n tokens: sorted `ids` (sparse) or `words` (dense, n > dense_from)
     const size_t W = size_t(g_.n_words);
     const uint64_t h = words ? fnv1a(words, W, FNV_OFFSET ^ n) : fnv1a(ids, n, FNV_OFFSET ^ n);
-    const int32_t sid = int32_t(s_kind_.size());
-    auto [head, fresh] = set_index_.try_emplace(h, sid);
-    if (!fresh)
-        for (int32_t v = head; v >= 0; v = s_next_[v]) {
-            if (size_t(s_len_[v]) != n || bool(s_kind_[v]) != bool(words)) continue;
-            if (words ? std::equal(words, words + W, s_words_.begin() + s_off_[v])
-                      : std::equal(ids, ids + n, s_ids_.begin() + s_off_[v]))
-                return v;
-        }
-    s_next_.push_back(fresh ? -1 : s_next_[head]);  // chained after the head
-    if (!fresh) s_next_[head] = sid;
+    auto [sid, fresh] = set_index_.find_or_add(h, [&](int32_t v) {
+        if (size_t(s_len_[v]) != n || bool(s_kind_[v]) != bool(words)) return false;
+        return words ? std::equal(words, words + W, s_words_.begin() + s_off_[v])
+                     : std::equal(ids, ids + n, s_ids_.begin() + s_off_[v]);
+    });
+    if (!fresh) return sid;
     s_len_.push_back(int32_t(n));
     if (words) {
         s_kind_.push_back(1);

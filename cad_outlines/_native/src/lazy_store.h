@@ -73,10 +73,9 @@ private:
         // them back or not; the front after (front, byte)
         struct Front {
             int32_t off, len;  // in front_items
-            int32_t next;      // the next front of the same hash
             uint64_t settles, moves;
         };
-        FlatMap front_at;  // hash -> fronts
+        InternIndex front_at;  // the fronts, by hash
         std::vector<Front> fronts;
         std::vector<Item> front_items, probe;
         FlatMap moves;                  // front << 8 | byte -> front + 1 (0: none)
@@ -131,11 +130,10 @@ private:
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
     FlatMap emit_id_;
     FlatMap prepend_;    // (label, eid) -> eid of label + eid's labels
-    FlatMap set_index_;  // content hash -> a set id, the others of that hash chained by s_next_
-    std::vector<int32_t> s_next_;
+    InternIndex set_index_;  // the token sets, by content hash
     // unions already interned, by their sorted group ids: most rows recur in later builds
-    FlatMap union_index_;                                               // key hash -> an entry
-    std::vector<int32_t> union_off_, union_gids_, union_sid_, union_next_;  // entry -> key, set id, chain
+    InternIndex union_index_;                                // the keys, by hash
+    std::vector<int32_t> union_off_{0}, union_gids_, union_sid_;  // entry -> key (CSR), set id
     FlatMap same_hyps_;  // hash of a configuration's hypotheses -> composed_
     std::vector<Composed> composed_;
     std::vector<Hyp> composed_hyps_;

@@ -196,12 +196,16 @@ class Background:
 
 def assert_served_meanwhile(times: list[float], sent: float, first: float) -> None:
     """While the new grammar compiled (from its request's submission to its first token),
-    the other requests kept getting tokens (at `times`): the engine was not stopped."""
+    the other requests kept getting tokens (at `times`): the engine was not stopped. A
+    stopped engine leaves them waiting the whole compile; the bound is a quarter of it (at
+    least 1 s), so a loaded machine's slower steps do not read as a stop."""
     marks = [sent, *(t for t in times if sent < t < first), first]
     wait = max(b - a for a, b in zip(marks, marks[1:]))
-    print(f"grammar ready after {first - sent:.2f} s; longest wait of the other requests {wait:.2f} s")
-    assert first - sent > 1.0, "the grammar was ready too fast for the check to mean anything"
-    assert wait < 1.0, f"the other requests got no token for {wait:.2f} s while the grammar compiled"
+    compiling = first - sent
+    print(f"grammar ready after {compiling:.2f} s; longest wait of the other requests {wait:.2f} s")
+    assert compiling > 1.0, "the grammar was ready too fast for the check to mean anything"
+    assert wait < max(1.0, compiling / 4), (f"the other requests got no token for {wait:.2f} s while the grammar "
+                                            f"compiled ({compiling:.2f} s)")
 
 
 @pytest.fixture(scope="class")

@@ -265,17 +265,11 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
             ent_chunks.append(e)
         return got
 
-    roots, uncond = [], []
+    roots, uncond = [], []  # per distinct row list (configurations with equal rows share its trie)
     edge_off, edge_elem, edge_child, row_off, row_ent, row_set = [0], [], [], [0], [], []
-    shared: dict[tuple, tuple[int, int]] = {}  # a row list -> (root, uncond) of its trie, built once
-    for rows in store.rows:
-        same = tuple(rows)
-        got = shared.get(same)
-        if got is not None:
-            roots.append(got[0])
-            uncond.append(got[1])
-            continue
-        # the trie of this config, nodes numbered globally in DFS order
+    lists, list_of = store.row_lists()
+    for rows in lists:
+        # the trie of this row list, nodes numbered globally in DFS order
         free: list[int] = []
         tree: dict = {}
         for emitted, entered, sid in rows:
@@ -317,9 +311,8 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
                 edge_child.append(base + len(order))
                 order.append(node[elem])
             edge_off.append(len(edge_elem))
-        shared[same] = (roots[-1], uncond[-1])
-    out["t_root"] = np.array(roots, dtype=np.int32)
-    out["t_uncond"] = np.array(uncond, dtype=np.int32)
+    out["t_root"] = np.array(roots, dtype=np.int32)[list_of]
+    out["t_uncond"] = np.array(uncond, dtype=np.int32)[list_of]
     out["t_edge_off"] = np.array(edge_off, dtype=np.int32)
     out["t_edge_elem"] = np.array(edge_elem, dtype=np.int32)
     out["t_edge_child"] = np.array(edge_child, dtype=np.int32)

@@ -42,12 +42,25 @@ class MaskStore:
     def n_stored_rows(self) -> int:
         """Rows held: configurations with equal row lists share one (in memory, in the
         cache file and in the flat arrays)."""
-        return sum(len(r) for r in {tuple(r): r for r in self.rows}.values())
+        return sum(map(len, self.row_lists()[0]))
+
+    def row_lists(self) -> tuple[list[list[Row]], list[int]]:
+        """The distinct row lists in order of first use, and each configuration's index
+        into them: how the store is held."""
+        index: dict[tuple, int] = {}
+        lists: list[list[Row]] = []
+        of: list[int] = []
+        for rows in self.rows:
+            k = index.setdefault(tuple(rows), len(lists))
+            if k == len(lists):
+                lists.append(rows)
+            of.append(k)
+        return lists, of
 
     def shared(self) -> MaskStore:
         """This store with equal row lists made one list object (memory)."""
-        one: dict[tuple, list[Row]] = {}
-        self.rows = [one.setdefault(tuple(r), r) for r in self.rows]
+        lists, of = self.row_lists()
+        self.rows = [lists[k] for k in of]
         return self
 
     def set_mask(self, set_id: int) -> np.ndarray:
@@ -82,19 +95,13 @@ class MaskStore:
     def save(self, path: str | Path) -> None:
         """One .npz; equal row lists are written once (``cfg_list``: each config's list)."""
         flat_rows, row_ptr, labels_pool = [], [0], []
-        list_id: dict[tuple, int] = {}
-        cfg_list = []
-        for rows in self.rows:
-            key = tuple(rows)
-            got = list_id.get(key)
-            if got is None:
-                got = list_id[key] = len(row_ptr) - 1
-                for emitted, entered, sid in rows:
-                    flat_rows.append((len(labels_pool), len(emitted), len(entered), sid))
-                    labels_pool.extend(emitted)
-                    labels_pool.extend(entered)
-                row_ptr.append(len(flat_rows))
-            cfg_list.append(got)
+        lists, cfg_list = self.row_lists()
+        for rows in lists:
+            for emitted, entered, sid in rows:
+                flat_rows.append((len(labels_pool), len(emitted), len(entered), sid))
+                labels_pool.extend(emitted)
+                labels_pool.extend(entered)
+            row_ptr.append(len(flat_rows))
         cfg_flat, cfg_ptr = [], [0]
         for c in self.configs:
             cfg_flat.extend([c.owner, c.state, len(c.cons)] + [x for pair in c.cons for x in pair])

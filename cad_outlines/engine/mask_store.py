@@ -128,8 +128,8 @@ class MaskStore:
         rows_arr, row_ptr = z["rows"].tolist(), z["row_ptr"].tolist()
         lists = [[(tuple(pool[o : o + ne]), tuple(pool[o + ne : o + ne + nn]), sid)
                   for o, ne, nn, sid in rows_arr[row_ptr[k] : row_ptr[k + 1]]] for k in range(len(row_ptr) - 1)]
-        # files written before row lists were shared hold one list per config
-        rows = [lists[k] for k in z["cfg_list"].tolist()] if "cfg_list" in z.files else lists
+        old = "cfg_list" not in z.files  # written before row lists were shared: one list per config
+        rows = lists if old else [lists[k] for k in z["cfg_list"].tolist()]
         flat, ptr = z["cfg_flat"].tolist(), z["cfg_ptr"].tolist()
         configs = []
         for q in range(len(ptr) - 1):
@@ -137,7 +137,8 @@ class MaskStore:
             configs.append(Config(owner, state, tuple((rest[2 * k], rest[2 * k + 1]) for k in range(nc))))
         data, sptr = z["set_data"], z["set_ptr"]
         sets = [data[sptr[k] : sptr[k + 1]] for k in range(len(sptr) - 1)]
-        return cls(int(z["vocab_size"]), configs, rows, sets, z["set_negated"].tolist()).shared()
+        store = cls(int(z["vocab_size"]), configs, rows, sets, z["set_negated"].tolist())
+        return store.shared() if old else store
 
     def digest(self) -> str:
         """A content hash of the store (for checking that two builds agree)."""

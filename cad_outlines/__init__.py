@@ -19,6 +19,15 @@ from .edits import (
     split_lines,
 )
 from .engine.compile import compile_grammar
+from .errors import (
+    CadOutlinesError,
+    GrammarError,
+    ProgramError,
+    RequestError,
+    ResourceLimitError,
+    ServingError,
+    TokenError,
+)
 from .engine.compiled import CompiledGrammar
 from .engine.json_schema import compile_json_schema
 from .engine.matcher import (
@@ -35,6 +44,13 @@ from .grammars import grammar_path, load_grammar_text
 __version__ = "0.1.0"
 
 __all__ = [
+    "CadOutlinesError",
+    "GrammarError",
+    "ProgramError",
+    "RequestError",
+    "ResourceLimitError",
+    "ServingError",
+    "TokenError",
     "CompiledGrammar",
     "GrammarCompileError",
     "InvalidTokenError",

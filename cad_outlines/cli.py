@@ -12,6 +12,8 @@ import pkgutil
 import sys
 from pathlib import Path
 
+from .errors import CadOutlinesError
+
 __all__ = ["main", "UserError", "load_tokenizer"]
 
 STUDIES_NEED_CHECKOUT = (
@@ -20,7 +22,7 @@ STUDIES_NEED_CHECKOUT = (
     "(or set CAD_OUTLINES_DATA), then run `cad-outlines study NAME` there")
 
 
-class UserError(Exception):
+class UserError(CadOutlinesError):
     """A mistake in the command's input: reported as one line, exit status 2."""
 
 

@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ..errors import ProgramSyntaxError
+
 __all__ = [
     "Copy",
     "Gen",
@@ -116,17 +118,6 @@ class EditProgram:
 
     def __iter__(self) -> Iterator[Op]:
         return iter(self.ops)
-
-
-class ProgramSyntaxError(ValueError):
-    """Malformed program text; `pos` is the 0-based offset, `line`/`column` 1-based."""
-
-    def __init__(self, message: str, text: str, pos: int):
-        self.pos = pos
-        self.line = text.count("\n", 0, pos) + 1
-        self.column = pos - (text.rfind("\n", 0, pos) + 1) + 1
-        snippet = text[pos : pos + 20]
-        super().__init__(f"{message} at line {self.line}, column {self.column} (offset {pos}): {snippet!r}")
 
 
 _COPY_RE = re.compile(r'<copy lines="([1-9][0-9]*)-([1-9][0-9]*)"/>')

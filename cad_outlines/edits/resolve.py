@@ -5,35 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ..errors import IncompleteProgramError, SpanError
 from .lines import split_lines
 from .program import Copy, EditProgram, Gen, Op, ProgramScanner, parse_program
 
 __all__ = ["SpanError", "IncompleteProgramError", "resolve", "resolve_op", "StreamingResolver", "iter_resolve"]
-
-
-class SpanError(ValueError):
-    """A copy op names lines the document does not have."""
-
-    def __init__(self, op: Copy, n_lines: int):
-        self.op, self.n_lines = op, n_lines
-        if op.start > op.end:
-            why = "is inverted (start > end)"
-        elif op.start < 1:
-            why = "starts before line 1"
-        else:
-            why = f"ends after the last line ({n_lines})"
-        super().__init__(f'copy lines="{op.start}-{op.end}" {why}: the document has {n_lines} lines')
-
-
-class IncompleteProgramError(ValueError):
-    """The program was cut off before ``</program>``; the partial result is attached."""
-
-    def __init__(self, program: EditProgram, partial_text: str):
-        self.program, self.partial_text = program, partial_text
-        super().__init__(
-            f"program is incomplete (cut off after {len(program.ops)} ops, before </program>); "
-            "pass partial=True to resolve what it has"
-        )
 
 
 def resolve_op(op: Op, lines: list[str]) -> str:

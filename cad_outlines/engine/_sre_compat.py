@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import UnsupportedPythonError
+
 __all__ = ["SUPPORTED", "UnsupportedPythonError", "K", "parse", "combine_flags", "EXTRA_CASES",
            "ascii_iscased", "ascii_tolower", "unicode_iscased", "unicode_tolower", "check"]
 
 SUPPORTED = ((3, 11), (3, 14))  # inclusive range of (major, minor) whose sources were read
-
-
-class UnsupportedPythonError(ImportError):
-    """This interpreter's private regex internals are not the ones the engine was written for."""
 
 
 _NEEDED_OPS = ("LITERAL", "NOT_LITERAL", "ANY", "IN", "BRANCH", "SUBPATTERN", "MAX_REPEAT", "MIN_REPEAT",

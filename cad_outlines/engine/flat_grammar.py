@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import CacheFileError
 from .lexer import BOUNDARY, INDENT_BASE
 from .parser import END
 
@@ -67,8 +68,7 @@ FLAT_MAGIC = b"CADFLAT1"
 _ALIGN = 64
 
 
-class FlatFileError(ValueError):
-    """A flat-grammar file that is truncated, corrupt, or from another version."""
+FlatFileError = CacheFileError  # the name before 0.2
 
 
 class FlatGrammar:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import InvalidTokenError, TokenError  # noqa: F401
 from .token_ids import check_token_id, check_token_ids
 
 if TYPE_CHECKING:
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Matcher", "InvalidTokenError", "fill_next_token_bitmask_batch", "allocate_token_bitmask",
            "unpack_bitmask", "forced_tokens"]
-
-
-class InvalidTokenError(ValueError):
-    """A token the grammar does not allow here; the matcher is unchanged."""
 
 
 def allocate_token_bitmask(batch: int, vocab_size: int) -> np.ndarray:

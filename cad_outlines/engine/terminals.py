@@ -50,35 +50,13 @@ import lark
 import numpy as np
 from lark.lexer import PatternStr, TerminalDef
 
+from ..errors import GrammarCompileError, LexError
 from .automata import ByteDFA, UnsupportedRegex, longest_prefix, regex_to_dfa
 
 __all__ = [
     "GrammarCompileError", "LexError", "Lexeme", "TerminalInfo", "TerminalSet",
     "compile_terminals", "load_grammar", "lark_order", "lexer_spec_from_lark",
 ]
-
-
-class GrammarCompileError(ValueError):
-    """A grammar that cannot be compiled or would decode nothing, naming the terminal (or
-    rule, `kind="rule"`) at fault, the construct and why."""
-
-    def __init__(self, terminal: str, message: str, construct: str | None = None, position: int | None = None,
-                 *, kind: str = "terminal"):
-        self.terminal = terminal  # the terminal's or rule's name
-        self.kind = kind
-        self.construct = construct
-        self.position = position
-        super().__init__(f"{kind} {terminal}: {message}")
-
-
-class LexError(ValueError):
-    """No terminal matches at `pos` (a character offset)."""
-
-    def __init__(self, pos: int, text: str):
-        self.pos = pos
-        line = text.count("\n", 0, pos) + 1
-        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
-        super().__init__(f"no terminal matches at line {line} column {col}: {text[pos:pos + 20]!r}")
 
 
 class Lexeme(NamedTuple):

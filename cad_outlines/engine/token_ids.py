@@ -2,13 +2,15 @@
 
 A token id must be an integer in ``[0, vocab_size)``. Anything else (a negative id, an id
 past the model's vocabulary, a float, a bool, a string) is a caller's mistake, not a
-grammar decision, so it raises :class:`ValueError` naming the id and the vocabulary size
+grammar decision, so it raises :class:`~cad_outlines.errors.TokenError` (a ValueError) naming the id and the vocabulary size
 instead of being reported as "not allowed here".
 """
 
 from __future__ import annotations
 
 import operator
+
+from ..errors import TokenError
 
 __all__ = ["check_token_id", "check_token_ids"]
 
@@ -22,10 +24,10 @@ def check_token_id(token: object, vocab_size: int) -> int:
             raise TypeError("bool")
         value = operator.index(token)
     except TypeError:
-        raise ValueError(f"token id {token!r} is a {type(token).__name__}, not an integer "
+        raise TokenError(f"token id {token!r} is a {type(token).__name__}, not an integer "
                          f"(vocabulary size {vocab_size})") from None
     if not 0 <= value < vocab_size:
-        raise ValueError(f"token id {value} is out of range: the vocabulary has {vocab_size} ids (0-{vocab_size - 1})")
+        raise TokenError(f"token id {value} is out of range: the vocabulary has {vocab_size} ids (0-{vocab_size - 1})")
     return value
 
 

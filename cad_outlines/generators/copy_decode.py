@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ContextLengthError
 from ..edits.lines import number_lines, split_lines
 from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, Copy, EditProgram, Op, parse_program
 from ..edits.resolve import StreamingResolver, resolve
@@ -86,10 +87,6 @@ DEFAULT_INSTRUCTIONS = (
     '<copy lines="i-j"/> reuses lines i to j of the document verbatim, <gen>TEXT</gen> writes new text; '
     "end with </program>."
 )
-
-
-class ContextLengthError(ValueError):
-    """The prompt leaves no room in the model's context (``max_position_embeddings``)."""
 
 
 class _ContextFull(Exception):

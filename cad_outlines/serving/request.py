@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from ..errors import RequestError
+
 __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 
 PREFIX = "cad_"
@@ -30,10 +32,6 @@ _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_start", "cad_n_lines", "cad_monotonic", "cad_program_ids",
     "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
 }
-
-
-class RequestError(ValueError):
-    """A request's ``cad_*`` arguments are malformed, or its grammar does not compile."""
 
 
 @dataclass(frozen=True)

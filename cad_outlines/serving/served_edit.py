@@ -26,6 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ..errors import ServingError
 from ..edits.lines import split_lines
 from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
@@ -76,14 +77,6 @@ class ServedEditStats(EditStats):
         """Tokens the model ran a forward over: uncached prompt tokens + one per step
         (every sampled token, the EOS that ends a request included)."""
         return self.prompt_tokens_sent - self.cached_tokens + self.steps
-
-
-class ServingError(RuntimeError):
-    """The engine failed mid-edit; :attr:`partial` is the edit so far."""
-
-    def __init__(self, message: str, partial: EditResult | None = None):
-        super().__init__(message)
-        self.partial = partial
 
 
 def script_program_ids(grammar: CompiledGrammar, encoder: TokenEncoder, script: str) -> list[int]:

@@ -1,0 +1,168 @@
+"""Every error cad_outlines raises on purpose, in one family.
+
+``CadOutlinesError`` is the base; below it one class per kind of mistake, each also a subclass of the
+built-in exception a caller would have caught before (``ValueError``, ``RuntimeError``, ``ImportError``),
+so ``except ValueError`` keeps working:
+
+- :class:`GrammarError`: a grammar that cannot be read or compiled (lark's syntax errors and bad regexes
+  included), naming the file, line, and the rule or terminal at fault, and why;
+  :class:`GrammarCompileError` is the engine's own kind of it (a terminal or rule we cannot compile).
+- :class:`TokenError`: a token id that is invalid, out of range, or not allowed by the grammar here.
+- :class:`ProgramError`: an edit program that does not parse (:class:`ProgramSyntaxError`), is cut off
+  (:class:`IncompleteProgramError`) or copies lines the document lacks (:class:`SpanError`).
+- :class:`ServingError`: the serving layer (a malformed request: :class:`RequestError`; an engine failure).
+- :class:`ResourceLimitError`: an input that would cost more than a configured limit (time, memory,
+  size), naming the limit, the value and how to raise it.
+
+This module imports nothing from the package, so every stage can import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CadOutlinesError", "GrammarError", "GrammarCompileError", "LexError", "TokenError", "InvalidTokenError",
+    "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "ServingError", "RequestError",
+    "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError",
+]
+
+
+class CadOutlinesError(Exception):
+    """Base of every error the library raises on purpose."""
+
+
+# --- grammars --------------------------------------------------------------------------------------------
+
+class GrammarError(CadOutlinesError, ValueError):
+    """A grammar mistake: the message names where (file, line, rule or terminal) and why.
+
+    ``file``, ``line``, ``column`` and ``name`` are None where unknown; ``kind`` is "terminal", "rule" or
+    "grammar"."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 column: int | None = None, name: str | None = None, kind: str = "grammar"):
+        self.file, self.line, self.column, self.name, self.kind = file, line, column, name, kind
+        self.reason = message
+        where = ""
+        if file is not None:
+            where = str(file) + (f":{line}" if line is not None else "") + (
+                f":{column}" if line is not None and column is not None else "")
+        elif line is not None:
+            where = f"line {line}" + (f", column {column}" if column is not None else "")
+        parts = [p for p in (where, f"{kind} {name}" if name else "") if p]
+        super().__init__((": ".join(parts) + ": " if parts else "") + message)
+
+
+class GrammarCompileError(GrammarError):
+    """A grammar that cannot be compiled or would decode nothing, naming the terminal (or rule,
+    ``kind="rule"``) at fault, the construct and why."""
+
+    def __init__(self, terminal: str, message: str, construct: str | None = None, position: int | None = None,
+                 *, kind: str = "terminal"):
+        self.terminal = terminal  # the terminal's or rule's name
+        self.construct = construct
+        self.position = position
+        super().__init__(message, name=terminal, kind=kind)
+
+
+class LexError(CadOutlinesError, ValueError):
+    """No terminal matches at `pos` (a character offset) of a text scanned with a grammar's terminals."""
+
+    def __init__(self, pos: int, text: str):
+        self.pos = pos
+        line = text.count("\n", 0, pos) + 1
+        col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        super().__init__(f"no terminal matches at line {line} column {col}: {text[pos:pos + 20]!r}")
+
+
+# --- tokens ----------------------------------------------------------------------------------------------
+
+class TokenError(CadOutlinesError, ValueError):
+    """A token id that is not an integer id of the vocabulary (out of range, a float, a bool, a string)."""
+
+
+class InvalidTokenError(TokenError):
+    """A token id the grammar does not allow here; the matcher is unchanged."""
+
+
+# --- edit programs ---------------------------------------------------------------------------------------
+
+class ProgramError(CadOutlinesError, ValueError):
+    """An edit program that cannot be resolved against its document."""
+
+
+class ProgramSyntaxError(ProgramError):
+    """Malformed program text; `pos` is the 0-based offset, `line`/`column` 1-based."""
+
+    def __init__(self, message: str, text: str, pos: int):
+        self.pos = pos
+        self.line = text.count("\n", 0, pos) + 1
+        self.column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+        snippet = text[pos : pos + 20]
+        super().__init__(f"{message} at line {self.line}, column {self.column} (offset {pos}): {snippet!r}")
+
+
+class SpanError(ProgramError):
+    """A copy op names lines the document does not have."""
+
+    def __init__(self, op: Any, n_lines: int):
+        self.op, self.n_lines = op, n_lines
+        if op.start > op.end:
+            why = "is inverted (start > end)"
+        elif op.start < 1:
+            why = "starts before line 1"
+        else:
+            why = f"ends after the last line ({n_lines})"
+        super().__init__(f'copy lines="{op.start}-{op.end}" {why}: the document has {n_lines} lines')
+
+
+class IncompleteProgramError(ProgramError):
+    """The program was cut off before ``</program>``; the partial result is attached."""
+
+    def __init__(self, program: Any, partial_text: str):
+        self.program, self.partial_text = program, partial_text
+        super().__init__(
+            f"program is incomplete (cut off after {len(program.ops)} ops, before </program>); "
+            "pass partial=True to resolve what it has"
+        )
+
+
+# --- generation and serving ------------------------------------------------------------------------------
+
+class ContextLengthError(CadOutlinesError, ValueError):
+    """The prompt leaves no room in the model's context (``max_position_embeddings``)."""
+
+
+class ServingError(CadOutlinesError, RuntimeError):
+    """The serving layer failed; :attr:`partial` is the edit so far, where there is one."""
+
+    def __init__(self, message: str, partial: Any = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+class RequestError(CadOutlinesError, ValueError):
+    """A request's ``cad_*`` arguments are malformed, or its grammar does not compile (HTTP 400)."""
+
+
+# --- limits and environment ------------------------------------------------------------------------------
+
+class ResourceLimitError(CadOutlinesError, ValueError):
+    """An input that would cost more than a limit allows.
+
+    ``limit`` names the limit (e.g. ``"max_grammar_bytes"``), ``value`` what the input needed (or reached
+    before it was stopped), ``maximum`` the limit's value; the message says how to raise it."""
+
+    def __init__(self, limit: str, value: Any, maximum: Any, what: str = "", how: str | None = None):
+        self.limit, self.value, self.maximum = limit, value, maximum
+        how = how or f"raise it with Limits({limit}=...)"
+        super().__init__(f"{what + ': ' if what else ''}{limit} exceeded ({value} > {maximum}); {how}")
+
+
+class CacheFileError(CadOutlinesError, ValueError):
+    """A cache file that is truncated, corrupt or of another format version (it is rebuilt)."""
+
+
+class UnsupportedPythonError(CadOutlinesError, ImportError):
+    """The running Python's private regex internals are not the ones this library reads."""

@@ -70,7 +70,7 @@ def forget_patterns() -> None:
     """Drop the per-pattern caches of the terminal compiler (regex -> DFA), so a "new
     grammar" run compiles every terminal again; the per-process Unicode tables stay built
     (a server builds them once, at its first grammar)."""
-    from cad_outlines.engine import automata, terminals
+    from cad_outlines.engine.frontend import automata, terminals
 
     terminals._terminal_dfas.cache_clear()
     automata._compile.cache_clear()
@@ -200,7 +200,7 @@ def run(args) -> int:
         except Exception as e:  # noqa: BLE001
             setup.append([f"xgrammar tokenizer failed: {e}", "-"])
     # the vocabulary's one-time native setup, paid by the first lazy grammar of a tokenizer
-    from cad_outlines.engine.flat_grammar import _VOCAB_ARRAYS
+    from cad_outlines.engine.store.flat_grammar import _VOCAB_ARRAYS
 
     _VOCAB_ARRAYS.clear()
     with tempfile.TemporaryDirectory() as d:
@@ -358,7 +358,7 @@ def run(args) -> int:
                         "configs built", "llguidance ms", "ours / llguidance", "xgrammar ms", "ours / xgrammar"],
                        ttfm_rows), "",
         *notes, "", "Where a new grammar's time goes (median ms per phase of the same runs; \"lark load\" reads the "
-        "grammar into lark's terminals and BNF rules by hand (`engine/lark_syntax.py`, `engine/lark_rules.py`: "
+        "grammar into lark's terminals and BNF rules by hand (`engine/frontend/lark_syntax.py`, `engine/frontend/lark_rules.py`: "
         "equal to lark's reader and EBNF compiler, which it replaces), \"terminal DFAs\" our regex compiler "
         "(sre parse and determinisation in Python; UTF-8 expansion, minimisation, the keyword product and the "
         "lexer tables native: `_native/src/dfa.cpp`; plain-literal terminals built directly), \"parse tables\" the native LALR builder (`_native/src/lalr.cpp`), \"lexer configurations\" the "

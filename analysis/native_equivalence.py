@@ -1,7 +1,7 @@
 """Native core vs the pure-Python reference matcher: identical masks, position by position.
 
 1. **stdlib proof**: teacher-force stdlib Python (files lark's python.lark parses) with Qwen2.5 through
-   :class:`~cad_outlines.engine.reference_matcher.ReferenceMatcher` (the original Python runtime) and the
+   :class:`~cad_outlines.engine.reference.matcher.ReferenceMatcher` (the original Python runtime) and the
    native :class:`~cad_outlines.engine.matcher.Matcher` on the same compiled grammar; compare the whole mask
    (EOS included) at every position, and time both.
 2. **walks**: random constrained walks (GPT-2) over every grammar in the shared data the engine accepts,
@@ -32,7 +32,7 @@ def run(args) -> int:
 
     from cad_outlines.engine.compile import compile_grammar
     from cad_outlines.engine.matcher import Matcher
-    from cad_outlines.engine.reference_matcher import ReferenceMatcher
+    from cad_outlines.engine.reference.matcher import ReferenceMatcher
     from cad_outlines.engine.vocabulary import Vocabulary
 
     data = _data()
@@ -83,7 +83,7 @@ def run(args) -> int:
                         + ("\n\nRefused by the engine (not walked):\n\n" + "\n".join(f"- {a}: {b}" for a, b in refused)
                            if refused else ""))
     body = ("The native core (`cad_outlines._native`, C++) against the pure-Python reference matcher it replaced "
-            "(`engine/reference_matcher.py`), on the same compiled grammar (streamlined store): whole masks, EOS "
+            "(`engine/reference/matcher.py`), on the same compiled grammar (streamlined store): whole masks, EOS "
             f"included, compared at every position.\n\nRun time {time.perf_counter() - started:,.0f} s.\n\n"
             + "\n\n".join(sections))
     words = []

@@ -189,7 +189,7 @@ def run(args) -> int:
     from tokenizers import Tokenizer
 
     from cad_outlines.engine.compile import compile_grammar
-    from cad_outlines.engine.compiled import CompiledGrammar
+    from cad_outlines.engine.compiled_grammar import CompiledGrammar
     from cad_outlines.engine.vocabulary import Vocabulary
     from cad_outlines.grammar_report import analyze_grammar
 

@@ -28,7 +28,7 @@ from .errors import (
     ServingError,
     TokenError,
 )
-from .engine.compiled import CompiledGrammar
+from .engine.compiled_grammar import CompiledGrammar
 from .engine.json_schema import compile_json_schema
 from .engine.matcher import (
     InvalidTokenError,
@@ -37,11 +37,11 @@ from .engine.matcher import (
     fill_next_token_bitmask_batch,
     unpack_bitmask,
 )
-from .engine.terminals import GrammarCompileError
+from .engine.frontend.terminals import GrammarCompileError
 from .engine.vocabulary import Vocabulary
 from .grammars import grammar_path, load_grammar_text
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "CadOutlinesError",

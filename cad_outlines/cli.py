@@ -32,7 +32,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     from .edits import IncompleteProgramError, ProgramSyntaxError, SpanError
     from .engine.matcher import InvalidTokenError
-    from .engine.terminals import GrammarCompileError
+    from .engine.frontend.terminals import GrammarCompileError
     from .generators.copy_decode import ContextLengthError
 
     return (UserError, ContextLengthError, OSError, UnicodeDecodeError, GrammarCompileError, lark.exceptions.GrammarError,
@@ -104,7 +104,7 @@ class _Unavailable:
 
 
 def _version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 

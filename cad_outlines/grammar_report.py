@@ -19,11 +19,11 @@ import numpy as np
 
 from .engine.compile import compile_grammar, load_lark
 from .engine.compile_profile import CompileProfile
-from .engine.compiled import CompiledGrammar
-from .engine.grammar_analysis import GrammarAnalysis, LRGame
-from .engine.lexer import INDENT_BASE
+from .engine.compiled_grammar import CompiledGrammar
+from .engine.store.grammar_analysis import GrammarAnalysis, LRGame
+from .engine.store.lexer import INDENT_BASE
 from .engine.matcher import Matcher
-from .engine.streamline import _label_view, one_hop_only, streamline
+from .engine.store.streamline import _label_view, one_hop_only, streamline
 from .engine.vocabulary import Vocabulary
 from .grammars import grammar_source
 

@@ -7,10 +7,10 @@ import pytest
 from cad_outlines import grammar_path
 from cad_outlines.engine.compile import _grammar_phases
 from cad_outlines.engine.compile_profile import CompileProfile
-from cad_outlines.engine.compiled import CompiledGrammar
-from cad_outlines.engine.flat_grammar import lazy_lexer_arrays
-from cad_outlines.engine.lexer import BOUNDARY, Lexer
-from cad_outlines.engine.lexer_index import byte_automaton
+from cad_outlines.engine.compiled_grammar import CompiledGrammar
+from cad_outlines.engine.store.flat_grammar import lazy_lexer_arrays
+from cad_outlines.engine.store.lexer import BOUNDARY, Lexer
+from cad_outlines.engine.store.lexer_index import byte_automaton
 from tests.test_engine import JSON, ToyVocab
 from tests.test_native_matcher import LOOKAHEAD
 from tests.test_streamline import PY
@@ -67,7 +67,7 @@ def test_configuration_limit_is_a_clear_error():
     _, _, spec, tables, indenter = _grammar_phases(JSON, None, (), "auto", CompileProfile())
     g = CompiledGrammar(ToyVocab.make(), Lexer(spec), None, tables, indenter)
     from cad_outlines._native import core
-    from cad_outlines.engine.flat_grammar import _lexer_arrays
+    from cad_outlines.engine.store.flat_grammar import _lexer_arrays
 
     out, meta = {}, {}
     _lexer_arrays(g, out, meta)

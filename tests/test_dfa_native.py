@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
-from cad_outlines.engine import _sre_compat as sre
-from cad_outlines.engine import automata
-from cad_outlines.engine.automata import minimize_arrays, regex_to_dfa
-from cad_outlines.engine.lexer import TerminalAutomaton
-from cad_outlines.engine.terminals import _unless_product
+from cad_outlines.engine.frontend import _sre_compat as sre
+from cad_outlines.engine.frontend import automata
+from cad_outlines.engine.frontend.automata import minimize_arrays, regex_to_dfa
+from cad_outlines.engine.store.lexer import TerminalAutomaton
+from cad_outlines.engine.frontend.terminals import _unless_product
 
 
 def _random_dfa(rng: random.Random, n: int, alphabet: list[int]):

@@ -8,13 +8,14 @@ import pytest
 
 from cad_outlines import grammar_path
 from cad_outlines.engine.compile import compile_grammar, load_lark
-from cad_outlines.engine.lexer import Lexer
-from cad_outlines.engine.lexer_index import TokenBytes, _Indexer
-from cad_outlines.engine.mask_store import MaskStore
+from cad_outlines.engine.store.lexer import Lexer
+from cad_outlines.engine.store.lexer_index import TokenBytes, _Indexer
+from cad_outlines.engine.store.mask_store import MaskStore
 from cad_outlines.engine.matcher import InvalidTokenError, Matcher
-from cad_outlines.engine.reference_matcher import ReferenceMatcher
-from cad_outlines.engine.terminals import lexer_spec_from_lark
+from cad_outlines.engine.reference.matcher import ReferenceMatcher
+from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 from cad_outlines.engine.vocabulary import Vocabulary
+from cad_outlines.engine.reference.lexer_run import run_lexer
 
 JSON = r"""
 ?start: value
@@ -71,7 +72,7 @@ def json_grammar(vocab, tmp_path_factory):
 def index_equals_scalar(lexer, vocab) -> set:
     """The vectorised token-level index equals the scalar lexer, token by token, from every
     configuration reachable by whole tokens; returns the configurations seen."""
-    from cad_outlines.engine.lexer import INDENT_BASE
+    from cad_outlines.engine.store.lexer import INDENT_BASE
 
     tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
     indexer = _Indexer(lexer, tokens)
@@ -94,7 +95,7 @@ def index_equals_scalar(lexer, vocab) -> set:
             return tuple((x - INDENT_BASE) >> 1 if carried and x >= INDENT_BASE else x for x in em)
 
         for tok in tokens.ids:
-            scalar = {(e, norm(em)) for e, em, _ in lexer.run(cfg, vocab.token_bytes[tok])}
+            scalar = {(e, norm(em)) for e, em, _ in run_lexer(lexer, cfg, vocab.token_bytes[tok])}
             got = {(e, norm(em)) for e, em in outcomes.get(int(tok), set())}
             assert scalar == got, (lexer.table[cfg], vocab.token_bytes[tok])
     return seen

@@ -37,8 +37,8 @@ def test_every_error_class_is_a_cad_outlines_error():
 
 
 @pytest.mark.parametrize("old, new", [
-    ("cad_outlines.engine.terminals:GrammarCompileError", errors.GrammarCompileError),
-    ("cad_outlines.engine.terminals:LexError", errors.LexError),
+    ("cad_outlines.engine.frontend.terminals:GrammarCompileError", errors.GrammarCompileError),
+    ("cad_outlines.engine.frontend.terminals:LexError", errors.LexError),
     ("cad_outlines.engine.matcher:InvalidTokenError", errors.InvalidTokenError),
     ("cad_outlines.edits:SpanError", errors.SpanError),
     ("cad_outlines.edits:ProgramSyntaxError", errors.ProgramSyntaxError),

@@ -7,7 +7,7 @@ import lark
 import pytest
 
 from cad_outlines.engine.compile import load_lark
-from cad_outlines.engine.grammar_analysis import (
+from cad_outlines.engine.store.grammar_analysis import (
     START,
     DFTPushdownAutomaton,
     Grammar,
@@ -15,7 +15,8 @@ from cad_outlines.engine.grammar_analysis import (
     LRGame,
     unlimited_credit_exploration,
 )
-from cad_outlines.engine.parser import IncrementalParser, ParseTables
+from cad_outlines.engine.reference.parser import IncrementalParser
+from cad_outlines.engine.frontend.parse_tables import ParseTables
 
 ANBN = """
 start: "a" start "b" |

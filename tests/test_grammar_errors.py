@@ -7,7 +7,7 @@ import pytest
 
 from cad_outlines import GrammarCompileError, compile_grammar
 from cad_outlines.engine.compile import load_lark
-from cad_outlines.engine.grammar_load import load_rules
+from cad_outlines.engine.frontend.grammar_load import load_rules
 from cad_outlines.engine.matcher import Matcher
 from cad_outlines.grammars import available_grammars, grammar_dir, grammar_path, grammar_source
 from tests.test_engine import ToyVocab, encode

@@ -1,4 +1,4 @@
-"""engine/grammar_load.py: lark's rules without lark's parser; imported files parsed once."""
+"""engine/frontend/grammar_load.py: lark's rules without lark's parser; imported files parsed once."""
 
 from pathlib import Path
 
@@ -7,8 +7,8 @@ import lark.indenter
 import lark.load_grammar as lark_load
 import pytest
 
-from cad_outlines.engine import grammar_load, lark_rules
-from cad_outlines.engine.grammar_load import load_rules
+from cad_outlines.engine.frontend import grammar_load, lark_rules
+from cad_outlines.engine.frontend.grammar_load import load_rules
 
 DATA = Path(__file__).parent / "data" / "grammars"
 

@@ -1,4 +1,4 @@
-"""The native LALR(1) builder (engine/lalr.py) against lark's own tables: isomorphic on real
+"""The native LALR(1) builder (engine/frontend/lalr.py) against lark's own tables: isomorphic on real
 grammars, on random small ones, and lark's conflict handling and grammar errors."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from lark.load_grammar import load_grammar
 from lark.parsers.lalr_analysis import LALR_Analyzer
 
 from cad_outlines.engine.compile import load_lark
-from cad_outlines.engine.lalr import parse_tables
-from cad_outlines.engine.parser import ParseTables
-from cad_outlines.engine.terminals import GrammarCompileError
+from cad_outlines.engine.frontend.lalr import parse_tables
+from cad_outlines.engine.frontend.parse_tables import ParseTables
+from cad_outlines.engine.frontend.terminals import GrammarCompileError
 from tests.fixture_data import REPO, shared_data
 
 

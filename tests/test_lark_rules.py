@@ -14,9 +14,9 @@ import lark
 import lark.load_grammar as lark_load
 import pytest
 
-from cad_outlines.engine.grammar_load import load_rules
-from cad_outlines.engine.lark_rules import compile_lark_rules
-from cad_outlines.engine.lark_syntax import parse_grammar_text
+from cad_outlines.engine.frontend.grammar_load import load_rules
+from cad_outlines.engine.frontend.lark_rules import compile_lark_rules
+from cad_outlines.engine.frontend.lark_syntax import parse_grammar_text
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "grammars"
 SHIPPED = Path(__file__).resolve().parents[1] / "grammars"

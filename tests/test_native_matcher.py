@@ -8,7 +8,7 @@ import pytest
 
 from cad_outlines import grammar_path
 from cad_outlines.engine.compile import compile_grammar
-from cad_outlines.engine.flat_grammar import FlatFileError, FlatGrammar
+from cad_outlines.engine.store.flat_grammar import FlatFileError, FlatGrammar
 from cad_outlines.engine.matcher import (
     InvalidTokenError,
     Matcher,
@@ -16,7 +16,7 @@ from cad_outlines.engine.matcher import (
     fill_next_token_bitmask_batch,
     unpack_bitmask,
 )
-from cad_outlines.engine.reference_matcher import ReferenceMatcher
+from cad_outlines.engine.reference.matcher import ReferenceMatcher
 from tests.test_engine import JSON, ToyVocab, encode
 from tests.test_streamline import PY
 

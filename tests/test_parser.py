@@ -10,7 +10,8 @@ from lark.indenter import PythonIndenter
 from lark.lexer import Token
 
 from cad_outlines import load_grammar_text
-from cad_outlines.engine.parser import END, IncrementalParser, IndentTracker, ParseTables
+from cad_outlines.engine.frontend.parse_tables import END, IndentTracker, ParseTables
+from cad_outlines.engine.reference.parser import IncrementalParser
 
 JSON = r"""
 ?start: value

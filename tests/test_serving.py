@@ -70,7 +70,7 @@ def python_checks(tiny_model, tmp_path_factory):
     from lark.indenter import DedentError, PythonIndenter
 
     from cad_outlines.engine.compile import compile_grammar
-    from cad_outlines.engine.reference_matcher import ReferenceMatcher
+    from cad_outlines.engine.reference.matcher import ReferenceMatcher
     from cad_outlines.grammars import load_grammar_text
     from cad_outlines.serving.tokenizer import shared_vocabulary
 

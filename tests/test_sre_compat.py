@@ -1,5 +1,5 @@
 """CPython's private regex internals sit behind one module with a version check
-(cad_outlines/engine/_sre_compat.py); what changed between 3.11 and 3.14 is handled there."""
+(cad_outlines/engine/frontend/_sre_compat.py); what changed between 3.11 and 3.14 is handled there."""
 
 import re
 import sys
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cad_outlines.engine import _sre_compat as compat
-from cad_outlines.engine.automata import regex_to_dfa
+from cad_outlines.engine.frontend import _sre_compat as compat
+from cad_outlines.engine.frontend.automata import regex_to_dfa
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,7 +18,7 @@ def test_only_the_compat_module_touches_the_private_internals():
     private = re.compile(r"^\s*(import|from)\s+(_sre\b|re\._|sre_parse|sre_constants|sre_compile)", re.M)
     users = [str(p.relative_to(REPO)) for p in (REPO / "cad_outlines").rglob("*.py")
              if private.search(p.read_text(encoding="utf-8"))]
-    assert users == ["cad_outlines/engine/_sre_compat.py"]
+    assert users == ["cad_outlines/engine/frontend/_sre_compat.py"]
 
 
 @pytest.mark.parametrize("impl,version", [("cpython", (3, 10)), ("cpython", (3, 15)), ("pypy", (3, 11))])

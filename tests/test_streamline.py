@@ -7,10 +7,10 @@ import pytest
 
 from cad_outlines import grammar_path
 from cad_outlines.engine.compile import compile_grammar, load_lark
-from cad_outlines.engine.grammar_analysis import START, GrammarAnalysis, LRGame
+from cad_outlines.engine.store.grammar_analysis import START, GrammarAnalysis, LRGame
 from cad_outlines.engine.matcher import Matcher
-from cad_outlines.engine.reference_matcher import ReferenceMatcher
-from cad_outlines.engine.streamline import STEPS, config_contexts, one_hop_only, streamline
+from cad_outlines.engine.reference.matcher import ReferenceMatcher
+from cad_outlines.engine.store.streamline import STEPS, config_contexts, one_hop_only, streamline
 from cad_outlines.engine.vocabulary import Vocabulary
 from cad_outlines.grammar_report import analyze_grammar
 from tests.fixture_data import require_shared
@@ -142,7 +142,7 @@ def test_analyze_report_round_trip(small_data, tmp_path):
 def test_rows_by_context_counts_against_brute_force(small_data, tmp_path):
     """The context table: class totals are the stores' row counts; the blog measure equals
     a plain loop over (configuration, preceding label, row)."""
-    from cad_outlines.engine.streamline import _label_view
+    from cad_outlines.engine.store.streamline import _label_view
     from cad_outlines.grammar_report import rows_by_context
 
     vocab = Vocabulary.from_tokenizer(small_data / "tokenizers" / "gpt2")
@@ -173,8 +173,8 @@ def test_rows_by_context_counts_against_brute_force(small_data, tmp_path):
 def test_shared_walk_equals_scalar_lexer_under_an_indenter():
     """The byte-automaton walk, parts shared across configs, carries NEWLINE indentation
     exactly as the scalar lexer does (relative in a carried lexeme, absolute after a break)."""
-    from cad_outlines.engine.lexer import Lexer
-    from cad_outlines.engine.terminals import lexer_spec_from_lark
+    from cad_outlines.engine.store.lexer import Lexer
+    from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 
     lexer = Lexer(lexer_spec_from_lark(load_lark(PY)))
     assert lexer.spec.indent_owner is not None
@@ -184,9 +184,9 @@ def test_shared_walk_equals_scalar_lexer_under_an_indenter():
 
 @pytest.mark.parametrize("grammar", [JSON, PY, "copy_edit"])
 def test_viable_labels_of_the_byte_automaton_equal_the_scalar_ones(grammar):
-    from cad_outlines.engine.lexer import Lexer
-    from cad_outlines.engine.lexer_index import ByteAutomaton
-    from cad_outlines.engine.terminals import lexer_spec_from_lark
+    from cad_outlines.engine.store.lexer import Lexer
+    from cad_outlines.engine.store.lexer_index import ByteAutomaton
+    from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 
     lk = load_lark(grammar_path(grammar) if grammar == "copy_edit" else grammar)
     scalar = Lexer(lexer_spec_from_lark(lk))
@@ -199,7 +199,7 @@ def test_viable_labels_of_the_byte_automaton_equal_the_scalar_ones(grammar):
 
 
 def test_token_bytes_matrix():
-    from cad_outlines.engine.lexer_index import TokenBytes
+    from cad_outlines.engine.store.lexer_index import TokenBytes
 
     tb = [b"ab", b"", b"xyz", b"q", b"\x00\xff"]
     t = TokenBytes.from_bytes(tb, banned=[3])
@@ -224,10 +224,10 @@ def test_compile_profile_records_every_cold_phase(tmp_path):
     compile_grammar(PY, vocab, cache=tmp_path, progress=False, profile=again)
     assert [p.name for p in again.phases][-2:] == ["load streamlined store", "flat arrays"]
     updates = []
-    from cad_outlines.engine.lexer import Lexer
-    from cad_outlines.engine.lexer_index import TokenBytes
-    from cad_outlines.engine.mask_store import build_mask_store
-    from cad_outlines.engine.terminals import lexer_spec_from_lark
+    from cad_outlines.engine.store.lexer import Lexer
+    from cad_outlines.engine.store.lexer_index import TokenBytes
+    from cad_outlines.engine.store.mask_store import build_mask_store
+    from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 
     lexer = Lexer(lexer_spec_from_lark(load_lark(PY)))
     build_mask_store(lexer, TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids), vocab.size,

@@ -21,16 +21,17 @@ import numpy as np
 import pytest
 from lark.lexer import LexerThread, PatternRE, TerminalDef
 
-from cad_outlines.engine.automata import ByteDFA, UnsupportedRegex, regex_to_dfa
-from cad_outlines.engine.terminals import (
+from cad_outlines.engine.frontend.automata import ByteDFA, UnsupportedRegex, regex_to_dfa
+from cad_outlines.engine.frontend.terminals import (
     GrammarCompileError,
     LexError,
     _compile_terminal,
     compile_terminals,
     lark_order,
-    lexer_spec_from_lark,
     load_grammar,
 )
+from cad_outlines.engine.store.lexer import lexer_spec_from_lark
+from cad_outlines.engine.reference.lexer_run import run_lexer
 from tests.fixture_data import SMALL
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -159,7 +160,7 @@ def test_grammar_terminal_regexes_match_python_re(pattern, flags):
 def test_no_cased_code_points_above_the_case_table():
     import _sre
 
-    from cad_outlines.engine.automata import _CASED_LIMIT
+    from cad_outlines.engine.frontend.automata import _CASED_LIMIT
 
     assert not any(_sre.unicode_iscased(c) for c in range(_CASED_LIMIT, 0x110000))
 
@@ -326,12 +327,12 @@ def test_zero_width_and_error_messages():
 
 def _spec_lexings(lk: lark.Lark, text: str) -> set[tuple[str, ...]]:
     """Complete lexings of `text` by the engine's config lexer over our LexerSpec."""
-    from cad_outlines.engine.lexer import Lexer
+    from cad_outlines.engine.store.lexer import Lexer
 
     spec = lexer_spec_from_lark(lk)
     lexer = Lexer(spec)
     out = set()
-    for cfg, emitted, _ in lexer.run(lexer.initial, text.encode()):
+    for cfg, emitted, _ in run_lexer(lexer, lexer.initial, text.encode()):
         final = lexer.final_labels(cfg)
         if final is not None:
             out.add(tuple(spec.labels[i] for i in (*emitted, *(x for x in final if x is not None))))

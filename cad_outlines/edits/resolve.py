@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import IncompleteProgramError, SpanError
 from .lines import split_lines
-from .program import Copy, EditProgram, Gen, Op, ProgramScanner, parse_program
+from .program import EditProgram, Gen, Op, ProgramScanner, parse_program
 
 __all__ = ["SpanError", "IncompleteProgramError", "resolve", "resolve_op", "StreamingResolver", "iter_resolve"]
 

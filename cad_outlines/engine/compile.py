@@ -13,19 +13,19 @@ from pathlib import Path
 import lark
 
 from ..grammars import grammar_source
-from .compiled import CompiledGrammar
+from .compiled_grammar import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
-from .flat_grammar import FlatFileError, FlatGrammar, flatten_lazy, lazy_lexer_arrays
-from .grammar_checks import check_language, missing_start_error
-from .grammar_load import LoadedGrammar, load_rules, postlexer
-from .lalr import parse_tables
-from .grammar_analysis import GrammarAnalysis, LRGame
-from .lexer import ConfigTable, Lexer
-from .lexer_index import TokenBytes
-from .mask_store import MaskStore, build_mask_store
-from .parser import IndentTracker
-from .streamline import streamline as streamline_store
-from .terminals import lexer_spec_from_lark
+from .store.flat_grammar import FlatFileError, FlatGrammar, flatten_lazy, lazy_lexer_arrays
+from .frontend.grammar_checks import check_language, missing_start_error
+from .frontend.grammar_load import LoadedGrammar, load_rules, postlexer
+from .frontend.lalr import parse_tables
+from .store.grammar_analysis import GrammarAnalysis, LRGame
+from .store.lexer import ConfigTable, Lexer
+from .store.lexer_index import TokenBytes
+from .store.mask_store import MaskStore, build_mask_store
+from .frontend.parse_tables import IndentTracker
+from .store.streamline import streamline as streamline_store
+from .store.lexer import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
 __all__ = ["load_lark", "compile_grammar", "wait_for_cache_writes", "grammar_fingerprint", "cache_dir", "source_key",
@@ -77,7 +77,7 @@ def grammar_fingerprint(lk: lark.Lark | LoadedGrammar) -> str:
 
 
 def _library_version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return f"{__version__}/{FORMAT_VERSION}"
 
@@ -133,7 +133,7 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     (lark, terminal automata, parse tables, the lexer's byte automaton). `profile` (a
     :class:`~.compile_profile.CompileProfile`)
     gets the time and peak memory of every phase of a build. Raises
-    :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the terminal for a
+    :class:`~cad_outlines.engine.frontend.terminals.GrammarCompileError` naming the terminal for a
     construct that cannot be compiled or never matches, and naming the rule for a missing
     start rule or an empty language.
     """

@@ -105,7 +105,7 @@ class CompileProfile:
             _reset_peak()
 
     def step_printer(self, inner: Callable[[str], None] | None = None) -> Callable[[str], None]:
-        """A progress callback for :func:`~cad_outlines.engine.streamline.streamline`:
+        """A progress callback for :func:`~cad_outlines.engine.store.streamline.streamline`:
         each step's "<step>: N rows" message closes a phase "streamline: <step>"."""
         mark = [time.perf_counter(), time.process_time()]
 

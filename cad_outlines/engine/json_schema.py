@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .compiled import CompiledGrammar
+from .compiled_grammar import CompiledGrammar
 from .vocabulary import Vocabulary
 
 __all__ = ["compile_json_schema", "schema_regex", "regex_grammar"]

@@ -19,7 +19,7 @@ from ..errors import InvalidTokenError, TokenError  # noqa: F401
 from .token_ids import check_token_id, check_token_ids
 
 if TYPE_CHECKING:
-    from .compiled import CompiledGrammar
+    from .compiled_grammar import CompiledGrammar
 
 __all__ = ["Matcher", "InvalidTokenError", "fill_next_token_bitmask_batch", "allocate_token_bitmask",
            "unpack_bitmask", "forced_tokens"]

@@ -60,7 +60,7 @@ from ..edits.lines import number_lines, split_lines
 from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, Copy, EditProgram, Op, parse_program
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compile import compile_grammar
-from ..engine.compiled import CompiledGrammar
+from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
 from ..grammars import grammar_path

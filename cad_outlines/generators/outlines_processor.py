@@ -14,7 +14,7 @@ import numpy as np
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
 from ..engine.compile import compile_grammar
-from ..engine.compiled import CompiledGrammar
+from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
 from ..engine.vocabulary import Vocabulary
 from .logits import apply_token_bitmask_inplace

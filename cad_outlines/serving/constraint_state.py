@@ -24,7 +24,7 @@ import numpy as np
 
 from ..edits.program import COPY_OPEN, ProgramScanner, ProgramSyntaxError
 from ..engine import matcher as matcher_module
-from ..engine.compiled import CompiledGrammar
+from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import InvalidTokenError, Matcher, forced_tokens
 from ..generators.spans import SpanConstraint
 from .request import ConstraintRequest

@@ -15,11 +15,12 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ..engine.compile import cached_path, compile_grammar
-from ..engine.grammar_checks import check_language
-from ..engine.grammar_load import load_rules
-from ..engine.lalr import parse_tables
-from ..engine.compiled import CompiledGrammar
-from ..engine.terminals import GrammarCompileError, lexer_spec_from_lark
+from ..engine.frontend.grammar_checks import check_language
+from ..engine.frontend.grammar_load import load_rules
+from ..engine.frontend.lalr import parse_tables
+from ..engine.compiled_grammar import CompiledGrammar
+from ..engine.frontend.terminals import GrammarCompileError
+from ..engine.store.lexer import lexer_spec_from_lark
 from ..engine.vocabulary import Vocabulary
 from ..grammars import available_grammars, grammar_path
 from .request import GrammarSpec, RequestError

@@ -30,7 +30,7 @@ from ..errors import ServingError
 from ..edits.lines import split_lines
 from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
-from ..engine.compiled import CompiledGrammar
+from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt, resolver_events
 from ..generators.encoding import TokenEncoder

@@ -7,25 +7,14 @@ import functools
 
 import numpy as np
 
-from .lexer import Lexer
-from .mask_store import MaskStore
-from .parser import IndentTracker, ParseTables
+from .store.lexer import Lexer
+from .store.mask_store import MaskStore
+from .frontend.parse_tables import IndentTracker, ParseTables
 from .vocabulary import Vocabulary
 
-__all__ = ["CompiledGrammar", "RowTrie"]
+__all__ = ["CompiledGrammar"]
 
 _VOCAB_TRIES: dict[str, object] = {}  # vocabulary content hash -> native VocabTrie
-
-
-class RowTrie:
-    """Rows sharing emitted-label prefixes share a path; `rows` holds (entered, set id)
-    of the rows whose emitted labels end here."""
-
-    __slots__ = ("children", "rows")
-
-    def __init__(self) -> None:
-        self.children: dict[int, RowTrie] = {}
-        self.rows: list[tuple[tuple[int, ...], int]] = []
 
 
 class CompiledGrammar:
@@ -52,7 +41,6 @@ class CompiledGrammar:
         self.eos_token_ids: tuple[int, ...] = tuple(self.vocab.eos_token_ids)
         self._sorted_bytes: list[bytes] | None = None
         self._sorted_order = np.zeros(0, dtype=np.int32)
-        self._tries: dict[int, RowTrie] = {}
         self._flat = flat
         self._native = None
 
@@ -106,7 +94,7 @@ class CompiledGrammar:
     def flat(self):
         """The grammar as flat arrays (:mod:`.flat_grammar`), built on first use."""
         if self._flat is None:
-            from .flat_grammar import flatten
+            from .store.flat_grammar import flatten
 
             self._flat = flatten(self)
         return self._flat
@@ -154,18 +142,6 @@ class CompiledGrammar:
         if 0 <= token < self.vocab_size and token not in self.vocab.special_ids:
             return self.vocab.token_bytes[token]
         return b""
-
-    def row_trie(self, cfg_id: int) -> RowTrie:
-        """The mask-store rows of a config as a trie over their emitted labels."""
-        trie = self._tries.get(cfg_id)
-        if trie is None:
-            trie = self._tries[cfg_id] = RowTrie()
-            for emitted, entered, sid in self.store.rows[cfg_id]:
-                node = trie
-                for elem in emitted:
-                    node = node.children.setdefault(elem, RowTrie())
-                node.rows.append((entered, sid))
-        return trie
 
     def tokens_extending(self, prefix: bytes) -> np.ndarray:
         """Ids of tokens whose bytes start with `prefix` and are longer."""

@@ -55,12 +55,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import CacheFileError
+from ...errors import CacheFileError
 from .lexer import BOUNDARY, INDENT_BASE
-from .parser import END
+from ..frontend.parse_tables import END
 
 if TYPE_CHECKING:
-    from .compiled import CompiledGrammar
+    from ..compiled_grammar import CompiledGrammar
 
 __all__ = ["FlatGrammar", "flatten", "flatten_lazy", "lazy_lexer_arrays", "FLAT_MAGIC", "FlatFileError"]
 
@@ -386,7 +386,7 @@ def lazy_lexer_arrays(g: CompiledGrammar) -> tuple[dict[str, np.ndarray], dict]:
     (``c_*``, ``c_ent``, ``e_*``, ``a_*``), built by the native core
     (``_native/src/byte_automaton.cpp``) from the terminal automata alone: `g` needs its
     lexer's spec, not its configuration table."""
-    from .._native import core
+    from ..._native import core
 
     out: dict[str, np.ndarray] = {}
     meta: dict = {}

@@ -50,12 +50,12 @@ import lark
 import numpy as np
 from lark.lexer import PatternStr, TerminalDef
 
-from ..errors import GrammarCompileError, LexError
+from ...errors import GrammarCompileError, LexError
 from .automata import ByteDFA, UnsupportedRegex, longest_prefix, regex_to_dfa
 
 __all__ = [
     "GrammarCompileError", "LexError", "Lexeme", "TerminalInfo", "TerminalSet",
-    "compile_terminals", "load_grammar", "lark_order", "lexer_spec_from_lark",
+    "compile_terminals", "load_grammar", "lark_order",
 ]
 
 
@@ -177,7 +177,7 @@ def _unless_product(dfa: ByteDFA, strs: Sequence[ByteDFA]) -> tuple[np.ndarray, 
     terminal, 1 + k = the k-th string terminal; minimised (by the compiled core)."""
     if not strs:  # a ByteDFA is already minimal and canonically numbered
         return dfa.trans, np.where(dfa.accept, 0, -1).astype(np.int64), dfa.block
-    from .._native import core
+    from ..._native import core
 
     n, trans, label, block = core().unless_product(
         dfa.trans, dfa.accept.view(np.uint8), None if dfa.block is None else dfa.block.view(np.uint8),
@@ -293,38 +293,3 @@ def compile_terminals(source: lark.Lark | str | Path, *, start: str | Sequence[s
             unless[retok.name] = tuple(hits)
     scanner = tuple(t.name for t in infos if t.name not in embedded)
     return TerminalSet(infos, scanner, unless, ignore)
-
-
-def lexer_spec_from_lark(lk: lark.Lark):
-    """The :class:`~.lexer.LexerSpec` of a grammar loaded by lark: the scanner terminals in
-    lark's order, each with per-state labels after the "unless" rule (an ignored terminal
-    keeps its own label, as lark drops it before retyping matters) and its ``block``
-    table; the ignored labels; the indenter's NEWLINE label if lark has a postlexer with
-    ``NL_type`` (``PythonIndenter``)."""
-    from .lexer import LexerSpec, TerminalAutomaton
-
-    ts = compile_terminals(lk)
-    labels: list[str] = []
-    label_ids: dict[str, int] = {}
-    automata = []
-    for name in ts.scanner:
-        trans, labs, block = ts.labeled(name, retype=not ts[name].ignored)
-        ids = []
-        for lab in labs:
-            if lab is not None and lab not in label_ids:
-                label_ids[lab] = len(labels)
-                labels.append(lab)
-            ids.append(-1 if lab is None else label_ids[lab])
-        automata.append(TerminalAutomaton.build(name, trans, np.asarray(ids, dtype=np.int32), block))
-    ignored = frozenset(label_ids[n] for n in ts.ignore if n in label_ids)
-    postlex = lk.options.postlex
-    nl_type = getattr(postlex, "NL_type", None)
-    if nl_type is None:
-        return LexerSpec(automata, labels, ignored)
-    if nl_type not in label_ids:
-        raise GrammarCompileError(
-            nl_type, f"the grammar is read with an indenter ({type(postlex).__name__}: a grammar that %declares "
-            f"_INDENT _DEDENT gets lark's PythonIndenter unless postlex=None), which finds indentation in "
-            f"{nl_type} lexemes, but the grammar has no terminal {nl_type}; define it (python.lark's: "
-            f"`_NEWLINE: ( /\\r?\\n[\\t ]*/ | COMMENT )+`) or compile with postlex=None")
-    return LexerSpec(automata, labels, ignored, indent_label=label_ids[nl_type], tab_len=getattr(postlex, "tab_len", 8))

@@ -1,6 +1,6 @@
 """The pure-Python matcher: a TEST REFERENCE for the native core, not a runtime path.
 
-:class:`~cad_outlines.engine.matcher.Matcher` (C++, engine/flat_grammar.py arrays) is
+:class:`~cad_outlines.engine.matcher.Matcher` (C++, engine/store/flat_grammar.py arrays) is
 what the generators use. This module keeps the original algorithm over the Python
 objects (lexer, mask store, hash-consed parser) so tests and studies can check that the
 native masks and moves are identical, position by position.
@@ -15,10 +15,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .compiled import CompiledGrammar
-from .lexer import INDENT_BASE, decode_indent, encode_indent
-from .matcher import InvalidTokenError, forced_tokens
-from .parser import END, IncrementalParser
+from ..compiled_grammar import CompiledGrammar
+from ..store.lexer import INDENT_BASE, decode_indent, encode_indent
+from ..matcher import InvalidTokenError, forced_tokens
+from ..frontend.parse_tables import END
+from .lexer_run import run_lexer
+from .parser import IncrementalParser
+from .row_trie import row_trie
 
 __all__ = ["ReferenceMatcher"]
 
@@ -97,7 +100,7 @@ class ReferenceMatcher:
         for cfg, pending, acc in self.live:
             state = self.parser._run(self._names(pending))
             if state is not None:
-                self._walk(g.row_trie(cfg), state, acc, passing)
+                self._walk(row_trie(g, cfg), state, acc, passing)
         g.store.union_into(mask, passing)
         mask[g.never_allowed] = False
         if self._eos_allowed():
@@ -189,7 +192,7 @@ class ReferenceMatcher:
         memo: dict = {}
         new_live: dict[tuple[int, tuple[int, ...], int], None] = {}
         for cfg, pending, acc in live:
-            for end, emitted, acc2 in g.lexer.run(cfg, data, acc):
+            for end, emitted, acc2 in run_lexer(g.lexer, cfg, data, acc):
                 entered = g.lexer.entered(end)
                 if entered is None or not self._passes(parser, pending, emitted, entered, memo):
                     continue

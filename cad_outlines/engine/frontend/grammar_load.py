@@ -28,7 +28,7 @@ import lark.load_grammar as _lark_load
 from lark.common import LexerConf
 from lark.load_grammar import load_grammar
 
-from ..grammars import grammar_source
+from ...grammars import grammar_source
 from .grammar_checks import missing_start_error
 from .lark_rules import compile_lark_rules
 from .terminals import GrammarCompileError

@@ -12,8 +12,9 @@ byte, that rule is a set of hypotheses, each a :class:`Config`:
   its end (a lexeme is its terminal's longest match). A run that can no longer accept
   is dropped; one that accepts kills the hypothesis.
 
-Configs are interned to small ints (:class:`ConfigTable`). :meth:`Lexer.run` is the
-scalar reference: feed bytes from a config, get every surviving (config, emitted labels).
+Configs are interned to small ints (:class:`ConfigTable`). The scalar reference that feeds
+bytes from a config (every surviving config and emitted labels) is
+:func:`cad_outlines.engine.reference.lexer_run.run_lexer`.
 Labels are terminal names after lark's "unless" remapping (a keyword lexed by a name
 regex gets the keyword's terminal); ignored labels are not emitted.
 """
@@ -25,10 +26,14 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import lark
 import numpy as np
 
+from ...errors import GrammarCompileError
+from ..frontend.terminals import compile_terminals
+
 __all__ = ["BOUNDARY", "TerminalAutomaton", "LexerSpec", "Config", "ConfigTable", "Lexer", "INDENT_BASE",
-           "encode_indent", "decode_indent", "indent_step", "NO_LINE_BREAK"]
+           "encode_indent", "decode_indent", "indent_step", "NO_LINE_BREAK", "lexer_spec_from_lark"]
 
 BOUNDARY = -1
 
@@ -95,7 +100,7 @@ class TerminalAutomaton:
               ) -> TerminalAutomaton:
         """From a DFA with -1 for missing transitions (and an optional block table);
         adds shadow states, the dead sink and `live`."""
-        from .._native import core
+        from ..._native import core
 
         blk = None if block is None else np.ascontiguousarray(block, dtype=bool).view(np.uint8)
         m, full, lab, live, blk, blocked, shadow = core().terminal_tables(
@@ -242,7 +247,7 @@ class Lexer:
 
     def prime_viable(self, viable: dict[Config, frozenset[int]]) -> None:
         """Take :meth:`viable_labels` answers computed for many configs at once (by
-        :meth:`~cad_outlines.engine.lexer_index.ByteAutomaton.viable_labels`)."""
+        :meth:`~cad_outlines.engine.store.lexer_index.ByteAutomaton.viable_labels`)."""
         self._viable_known.update(viable)
 
     # -- one byte -------------------------------------------------------------------
@@ -309,41 +314,6 @@ class Lexer:
         if guard is not None:
             extra.append((guard, 0))
         return tuple(sorted(set(cons) | set(extra)))
-
-    # -- many bytes -----------------------------------------------------------------
-    def run(self, cfg_id: int, data: bytes, acc: int = 0) -> list[tuple[int, tuple[int, ...], int]]:
-        """Every (config id, non-ignored labels emitted, indentation) reachable by
-        reading `data`. `acc` is the indentation of the NEWLINE lexeme in progress (if
-        the config is in one); emitted NEWLINE labels carry their absolute indentation
-        (see :func:`encode_indent`) when the spec has an indenter."""
-        spec = self.spec
-        ignored, nl_owner, nl_label, tab = spec.ignored, spec.indent_owner, spec.indent_label, spec.tab_len
-        frontier: dict[tuple[Config, tuple[int, ...], int], None] = {(self.table[cfg_id], (), acc): None}
-        for b in data:
-            nxt: dict[tuple[Config, tuple[int, ...], int], None] = {}
-            for cfg, emitted, a in frontier:
-                for c2, lab in self.step(cfg, b):
-                    if nl_owner is not None:
-                        # the byte went to the lexeme of c2 (continuing) or to the one just ended
-                        owner = cfg.owner if cfg.owner != BOUNDARY else (c2.owner if lab is None else None)
-                        if owner is None:  # a lexeme started and ended on this byte
-                            owner = nl_owner if lab == nl_label else -2
-                        a2 = indent_step(a if cfg.owner == nl_owner else NO_LINE_BREAK, b, tab) if owner == nl_owner else 0
-                    else:
-                        a2 = 0
-                    if lab is None or lab in ignored:
-                        e2 = emitted
-                    elif lab == nl_label:
-                        if a2 < 0:  # lark's Indenter cannot read this NEWLINE: no line break in it
-                            continue
-                        e2 = emitted + (encode_indent(a2, True),)
-                    else:
-                        e2 = emitted + (lab,)
-                    nxt[(c2, e2, a2 if lab is None else 0)] = None
-            frontier = nxt
-            if not frontier:
-                break
-        return [(self.table.id(c), e, a) for c, e, a in frontier]
 
     def viable_labels(self, cfg_id: int) -> frozenset[int]:
         """Labels the current lexeme can still end with (for BOUNDARY: empty). A label
@@ -414,3 +384,36 @@ class Lexer:
         if lab < 0:
             return None
         return [None] if lab in self.spec.ignored else [lab]
+
+
+def lexer_spec_from_lark(lk: lark.Lark) -> LexerSpec:
+    """The :class:`~.lexer.LexerSpec` of a grammar loaded by lark: the scanner terminals in
+    lark's order, each with per-state labels after the "unless" rule (an ignored terminal
+    keeps its own label, as lark drops it before retyping matters) and its ``block``
+    table; the ignored labels; the indenter's NEWLINE label if lark has a postlexer with
+    ``NL_type`` (``PythonIndenter``)."""
+    ts = compile_terminals(lk)
+    labels: list[str] = []
+    label_ids: dict[str, int] = {}
+    automata = []
+    for name in ts.scanner:
+        trans, labs, block = ts.labeled(name, retype=not ts[name].ignored)
+        ids = []
+        for lab in labs:
+            if lab is not None and lab not in label_ids:
+                label_ids[lab] = len(labels)
+                labels.append(lab)
+            ids.append(-1 if lab is None else label_ids[lab])
+        automata.append(TerminalAutomaton.build(name, trans, np.asarray(ids, dtype=np.int32), block))
+    ignored = frozenset(label_ids[n] for n in ts.ignore if n in label_ids)
+    postlex = lk.options.postlex
+    nl_type = getattr(postlex, "NL_type", None)
+    if nl_type is None:
+        return LexerSpec(automata, labels, ignored)
+    if nl_type not in label_ids:
+        raise GrammarCompileError(
+            nl_type, f"the grammar is read with an indenter ({type(postlex).__name__}: a grammar that %declares "
+            f"_INDENT _DEDENT gets lark's PythonIndenter unless postlex=None), which finds indentation in "
+            f"{nl_type} lexemes, but the grammar has no terminal {nl_type}; define it (python.lark's: "
+            f"`_NEWLINE: ( /\\r?\\n[\\t ]*/ | COMMENT )+`) or compile with postlex=None")
+    return LexerSpec(automata, labels, ignored, indent_label=label_ids[nl_type], tab_len=getattr(postlex, "tab_len", 8))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .parser import END, ParseTables, TableArrays
+from .parse_tables import END, ParseTables, TableArrays
 from .terminals import GrammarCompileError
 
 __all__ = ["parse_tables", "LalrTables"]
@@ -29,7 +29,7 @@ def parse_tables(rules: Sequence, start: str) -> LalrTables:
     a nonterminal used but given no rule (or a `start` without rules), and reduce/reduce
     collisions no rule priority resolves (naming the terminal and the rules).
     """
-    from .._native import core
+    from ..._native import core
 
     # symbols numbered in order of first appearance (origin, then expansion, rule by rule);
     # origins' names are lark Tokens, made plain strings (whose comparisons are not Python code)

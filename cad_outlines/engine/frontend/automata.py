@@ -900,7 +900,7 @@ def _to_bytes(trans, accept, block, where) -> tuple[np.ndarray, np.ndarray, np.n
     """The code-point DFA's transitions expanded to UTF-8 bytes (by the compiled core:
     continuation-byte nodes are hash-consed, a lead byte whose code points all go one way
     shares one chain)."""
-    from .._native import core
+    from ..._native import core
 
     n = len(trans)
     off = np.zeros(n + 1, dtype=np.int64)
@@ -929,7 +929,7 @@ def minimize_arrays(trans: np.ndarray, label: np.ndarray, block: np.ndarray | No
     from state 0, bytes in increasing order), in the compiled core. ``label[s] >= 0``
     marks accepting states; states with different labels or block rows stay distinct.
     Returns (trans int32, label int64, block bool or None)."""
-    from .._native import core
+    from ..._native import core
 
     t = np.ascontiguousarray(trans, dtype=np.int32)
     blk = None if block is None else np.ascontiguousarray(block, dtype=np.uint8)

@@ -155,7 +155,7 @@ def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
     """For every configuration, the labels that can come right before its current lexeme
     (:data:`START` for none): the last label any text reaching it has emitted, ignored
     lexemes skipped. A fixpoint over the byte-level configuration graph
-    (:class:`~cad_outlines.engine.lexer_index.ByteAutomaton`), which holds every token
+    (:class:`~cad_outlines.engine.store.lexer_index.ByteAutomaton`), which holds every token
     path, so the sets are supersets of what decoding meets."""
     auto = byte_automaton(lexer)
     ignored = lexer.spec.ignored

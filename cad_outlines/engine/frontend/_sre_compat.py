@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import UnsupportedPythonError
+from ...errors import UnsupportedPythonError
 
 __all__ = ["SUPPORTED", "UnsupportedPythonError", "K", "parse", "combine_flags", "EXTRA_CASES",
            "ascii_iscased", "ascii_tolower", "unicode_iscased", "unicode_tolower", "check"]

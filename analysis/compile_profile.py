@@ -53,7 +53,7 @@ def _child(grammar: str, start: str | None, tokenizer_dir: str) -> None:
     prof = CompileProfile(per_phase_peaks=True)
     with tempfile.TemporaryDirectory() as cache:
         t0 = time.perf_counter()
-        g = compile_grammar(Path(grammar), vocab, start=start, cache=cache, progress=False, profile=prof)
+        g = compile_grammar(Path(grammar), vocab, start=start, cache=cache, progress=False, profile=prof).load_objects()
         total = time.perf_counter() - t0
     print(json.dumps(dict(profile=prof.to_dict(), wall=total, before_mib=before, configs=len(g.store.configs),
                           rows=g.store.n_rows, held=g.store.n_stored_rows, vocab=vocab.size)))

@@ -46,7 +46,7 @@ def run(args) -> int:
         tok = Tokenizer.from_file(str(tdir / "tokenizer.json"))
         gpath = _path(MAIN["python"][0], data)
         grammar = compile_grammar(gpath, vocab, start="file_input", progress=True)
-        grammar.store  # the reference matcher's Python objects, built before timing
+        grammar.load_objects()  # the reference matcher's Python objects, built before timing
         gc.collect()
         gc.freeze()
         proof, files = stdlib_proof(grammar, grammar, tok, gpath, args.proof_tokens, "stdlib: reference vs native",
@@ -70,7 +70,7 @@ def run(args) -> int:
         for p, rel, start in walk_grammars(data):
             print(f"== walks {rel}", flush=True)
             try:
-                g = compile_grammar(p, vocab, start=start, progress=False)
+                g = compile_grammar(p, vocab, start=start, progress=False).load_objects()
             except Exception as e:  # noqa: BLE001 -- the engine's refusal, listed
                 refused.append((str(rel), " ".join(str(e).split())[:160].replace("|", "\\|")))
                 continue

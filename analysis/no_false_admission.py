@@ -76,7 +76,7 @@ def run(args) -> int:
     for name in args.grammar or ["python", "json"]:
         rel, start, indent = GRAMMARS[name]
         gpath = data / rel
-        compiled = compile_grammar(gpath, vocab, start=start, cache=args.cache or True)
+        compiled = compile_grammar(gpath, vocab, start=start, cache=args.cache or True).load_objects()
         stores.append(f"{name}: {'streamlined' if compiled.streamlined else 'unstreamlined'} mask store "
                       f"({compiled.store.n_rows:,} rows)")
         postlex = PythonIndenter() if indent else None

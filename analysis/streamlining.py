@@ -255,8 +255,8 @@ def run(args) -> int:
         vocab = Vocabulary.from_tokenizer(tdir)
         tok = Tokenizer.from_file(str(tdir / "tokenizer.json"))
         gpath = _path(MAIN["python"][0], data)
-        raw = compile_grammar(gpath, vocab, start="file_input", streamline=False, progress=False)
-        slim = compile_grammar(gpath, vocab, start="file_input", progress=False)
+        raw = compile_grammar(gpath, vocab, start="file_input", streamline=False, progress=False).load_objects()
+        slim = compile_grammar(gpath, vocab, start="file_input", progress=False).load_objects()
         gc.collect()
         gc.freeze()
         proof, files = stdlib_proof(raw, slim, tok, gpath, args.proof_tokens, "proof (stdlib)")
@@ -274,9 +274,9 @@ def run(args) -> int:
         for p, rel, start in walk_grammars(data):
             print(f"== walks {rel}", flush=True)
             try:
-                raw = compile_grammar(p, vocab, start=start, streamline=False, progress=False)
+                raw = compile_grammar(p, vocab, start=start, streamline=False, progress=False).load_objects()
                 t0 = time.perf_counter()
-                slim = compile_grammar(p, vocab, start=start, progress=False)
+                slim = compile_grammar(p, vocab, start=start, progress=False).load_objects()
                 st_s = time.perf_counter() - t0
             except Exception as e:  # noqa: BLE001 -- a refusal is reported, not fatal
                 refusals.append(f"- `{rel}`: {type(e).__name__}: {' '.join(str(e).split())[:200]}")

@@ -360,7 +360,8 @@ def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     """Analyse a grammar for a vocabulary; with `document_tokens` (the document as token
     ids) also measure decoding with the original and the streamlined store."""
     prof = CompileProfile()
-    raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False, profile=prof)
+    raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False,
+                         profile=prof).load_objects()
     lk = load_lark(grammar, start=start)
     step = _Steps(progress, 7 + (document_tokens is not None))
     step("grammar analysis (never/always legal, LALR game)")

@@ -342,3 +342,28 @@ def test_namespaced_import_terminals_are_terminals(vocab, tmp_path):
         assert m.allowed_mask()[tok], vocab.token_bytes[tok]
         m.advance(tok)
     assert m.is_accepting()
+
+
+def test_reading_a_cached_grammar_never_recompiles(tmp_path, monkeypatch):
+    """A grammar loaded from its cache file holds only flat arrays: reading its Python objects raises a
+    clear error instead of quietly re-running the eager compile; load_objects() builds them on request."""
+    from cad_outlines.engine import compile as compile_mod
+    from cad_outlines.engine.compiled_grammar import ObjectsNotLoadedError
+
+    vocab = ToyVocab.make()
+    first = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    assert first.has_objects
+    calls = []
+    real = compile_mod._compile_objects
+    monkeypatch.setattr(compile_mod, "_compile_objects", lambda *a, **k: calls.append(1) or real(*a, **k))
+    warm = compile_grammar(JSON, vocab, cache=tmp_path, progress=False)
+    assert not warm.has_objects and repr(warm).startswith("CompiledGrammar(")
+    m = Matcher(warm)
+    m.advance_many(encode(vocab, b'{"a": 1'))
+    assert m.allowed_mask().any() and warm.label_names == first.label_names
+    for name in ("store", "lexer", "tables", "indenter"):
+        with pytest.raises(ObjectsNotLoadedError, match="load_objects"):
+            getattr(warm, name)
+    assert calls == []  # nothing above compiled
+    assert warm.load_objects() is warm and warm.has_objects and calls == [1]
+    assert warm.store.n_rows == first.store.n_rows

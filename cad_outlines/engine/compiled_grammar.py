@@ -7,12 +7,17 @@ import functools
 
 import numpy as np
 
+from ..errors import CadOutlinesError
 from .store.lexer import Lexer
 from .store.mask_store import MaskStore
 from .frontend.parse_tables import IndentTracker, ParseTables
 from .vocabulary import Vocabulary
 
-__all__ = ["CompiledGrammar"]
+__all__ = ["CompiledGrammar", "ObjectsNotLoadedError"]
+
+
+class ObjectsNotLoadedError(CadOutlinesError, AttributeError):
+    """A Python object of a compiled grammar (``store``, ``lexer``, ...) read before :meth:`CompiledGrammar.load_objects`."""
 
 _VOCAB_TRIES: dict[str, object] = {}  # vocabulary content hash -> native VocabTrie
 
@@ -23,8 +28,10 @@ class CompiledGrammar:
 
     The runtime needs only :attr:`native` (over the flat arrays, memory-mapped from the
     cache). The Python objects (``lexer``, ``store``, ``tables``, ``indenter``) serve the
-    build, the analyses and the reference matcher; a grammar loaded from the cache
-    rebuilds them on first access through `reference_loader`.
+    build, the analyses and the reference matcher. A grammar loaded from its cache file holds
+    only the flat arrays: reading one of those objects then raises :class:`ObjectsNotLoadedError`,
+    and :meth:`load_objects` builds them (an eager compile, or the cached store), only when
+    called: reading a compiled grammar never recompiles it.
     """
 
     def __init__(self, vocab: Vocabulary, lexer: Lexer | None = None, store: MaskStore | None = None,
@@ -45,9 +52,23 @@ class CompiledGrammar:
         self._native = None
 
     # -- the Python objects (build, analyses, reference matcher) -------------------------
-    def _reference(self):
+    @property
+    def has_objects(self) -> bool:
+        """The Python objects are here (built by this compile, or by :meth:`load_objects`)."""
+        return self._objects is not None
+
+    def load_objects(self) -> CompiledGrammar:
+        """Build the Python objects of a grammar loaded from its cache file (an eager compile of the
+        grammar, or its cached ``.npz`` store); returns self. Explicit on purpose: nothing else builds them."""
         if self._objects is None:
             self._objects = self._reference_loader()
+        return self
+
+    def _reference(self):
+        if self._objects is None:
+            raise ObjectsNotLoadedError(
+                "this CompiledGrammar was loaded from its cache file and holds only the flat arrays the runtime "
+                "uses; call .load_objects() to build its Python objects (lexer, store, tables: an eager compile)")
         return self._objects
 
     @property

@@ -39,7 +39,7 @@ class ReferenceMatcher:
     """
 
     def __init__(self, grammar: CompiledGrammar):
-        self.grammar = grammar
+        self.grammar = grammar.load_objects()  # the Python objects it walks (built here if only flat arrays)
         self.parser = IncrementalParser(grammar.tables, grammar.indenter)
         self.live: Live = ((grammar.lexer.initial, (), 0),)
         self.finished = False

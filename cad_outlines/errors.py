@@ -53,6 +53,13 @@ class GrammarError(CadOutlinesError, ValueError):
         parts = [p for p in (where, f"{kind} {name}" if name else "") if p]
         super().__init__((": ".join(parts) + ": " if parts else "") + message)
 
+    def in_file(self, file: str) -> GrammarError:
+        """The same error, its message prefixed with the grammar's file name (once); returns self."""
+        if self.file is None and file:
+            self.file = file
+            self.args = (f"{file}: {self.args[0]}" if self.args else file, *self.args[1:])
+        return self
+
 
 class GrammarCompileError(GrammarError):
     """A grammar that cannot be compiled or would decode nothing, naming the terminal (or rule,

@@ -108,3 +108,31 @@ def test_rules_that_never_end_are_an_empty_language(vocab):
     with pytest.raises(GrammarCompileError, match="rule start: the grammar's language is empty.*never end"):
         compile_grammar('start: b\nb: b "x"\n', vocab, cache=False, progress=False)
     compile_grammar('start: "a" | b\nb: b "x"\n', vocab, cache=False, progress=False)  # not empty: fine
+
+
+@pytest.mark.parametrize("text, where, says", [
+    ("start: A\nA: /[/\n", "terminal A", "invalid regex '['"),  # was regex._regex_core.error, terminal unnamed
+    ("start A\n", "line 1, column 7", "missing colon"),  # was lark.exceptions.GrammarError
+    ("start: a b\na: \"x\"\n", "rule b", "used but not defined"),
+    ("start: (\n", "line 1, column", "unclosed parenthesis"),  # lark's syntax errors
+])
+def test_every_grammar_mistake_is_a_grammar_error_in_one_line(vocab, text, where, says):
+    from cad_outlines.errors import GrammarError
+
+    with pytest.raises(GrammarError) as info:
+        compile_grammar(text, vocab, cache=False, progress=False)
+    msg = str(info.value)
+    assert where in msg and says.lower() in msg.lower() and "\n" not in msg
+
+
+def test_grammar_errors_name_the_file(vocab, tmp_path):
+    from cad_outlines.errors import GrammarError
+
+    (tmp_path / "bad.lark").write_text('start: A B\nA: "a"\nB: /[/\n')
+    with pytest.raises(GrammarError, match=r"^bad\.lark: terminal B: invalid regex") as info:
+        compile_grammar(tmp_path / "bad.lark", vocab, cache=False, progress=False)
+    assert info.value.file == "bad.lark" and info.value.name == "B"
+    (tmp_path / "syntax.lark").write_text('start: A\nA "a"\n')
+    with pytest.raises(GrammarError, match=r"^syntax\.lark:2:\d+: ") as info:
+        compile_grammar(tmp_path / "syntax.lark", vocab, cache=False, progress=False)
+    assert info.value.line == 2

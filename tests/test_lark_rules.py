@@ -14,6 +14,8 @@ import lark
 import lark.load_grammar as lark_load
 import pytest
 
+from cad_outlines.errors import GrammarError
+
 from cad_outlines.engine.frontend.grammar_load import load_rules
 from cad_outlines.engine.frontend.lark_rules import compile_lark_rules
 from cad_outlines.engine.frontend.lark_syntax import parse_grammar_text
@@ -204,12 +206,19 @@ def test_constructs_left_to_lark_still_compile_through_load_rules():
 @pytest.mark.parametrize("text", ['start: "a" b\n', "start: (\n", 'start: "a"\nstart: "b"\n',
                                   'start: A\nA: "a" A\n', 'start: "" \n', "start: _x\n_x: \"a\" -> y\n"])
 def test_bad_grammars_get_lark_errors(text):
+    """lark's own error, raised as our GrammarError in one line (lark's reason, line and column kept)."""
     assert compile_lark_rules(text, [], ["start"]) is None
-    with pytest.raises(lark.exceptions.GrammarError) as ours:
+    with pytest.raises(GrammarError) as ours:
         load_rules(text)
     with pytest.raises(lark.exceptions.GrammarError) as ref:
         lark_load.load_grammar(text, "<string>", [], False)[0].compile(["start"], set())
-    assert str(ours.value) == str(ref.value)
+    assert isinstance(ours.value.__cause__, lark.exceptions.GrammarError)
+    assert str(ours.value.__cause__) == str(ref.value)
+    reason = str(ref.value).splitlines()[0].split(", at line")[0]
+    assert reason in str(ours.value) and "\n" not in str(ours.value)
+    if ", at line" in str(ref.value):
+        line = str(ref.value).split(", at line ")[1].split()[0]
+        assert str(ours.value).startswith(f"line {line}, column ")
 
 
 def test_relative_and_aliased_imports(tmp_path):

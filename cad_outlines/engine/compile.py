@@ -12,6 +12,7 @@ from pathlib import Path
 
 import lark
 
+from ..errors import GrammarError
 from ..grammars import grammar_source
 from .compiled_grammar import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
@@ -240,11 +241,14 @@ def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postle
     with prof.phase("lark load"):
         lk = load_rules(grammar, start=start, import_paths=import_paths, postlex=postlex)
         start = lk.options.start[0]
-    with prof.phase("terminal DFAs"):
-        spec = lexer_spec_from_lark(lk)
-        check_language(lk, spec, start)
-    with prof.phase("parse tables"):
-        tables = parse_tables(lk.rules, start)
+    try:
+        with prof.phase("terminal DFAs"):
+            spec = lexer_spec_from_lark(lk)
+            check_language(lk, spec, start)
+        with prof.phase("parse tables"):
+            tables = parse_tables(lk.rules, start)
+    except GrammarError as e:
+        raise (e if lk.name == "grammar" else e.in_file(lk.name)) from e.__cause__
     pl = lk.options.postlex
     return lk, start, spec, tables, IndentTracker.from_postlex(pl) if pl is not None else None
 

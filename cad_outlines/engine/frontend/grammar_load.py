@@ -31,9 +31,51 @@ from lark.load_grammar import load_grammar
 from ...grammars import grammar_source
 from .grammar_checks import missing_start_error
 from .lark_rules import compile_lark_rules
+from ...errors import GrammarError
 from .terminals import GrammarCompileError
 
-__all__ = ["LoadOptions", "LoadedGrammar", "load_rules", "postlexer"]
+__all__ = ["LoadOptions", "LoadedGrammar", "load_rules", "postlexer", "lark_grammar_error"]
+
+_AT_LINE = re.compile(r"at line (\d+) column (\d+)")
+_NAMED = re.compile(r"(Rule|Terminal) '([^']+)'")
+
+
+def lark_grammar_error(e: Exception, file: str | None, text: str = "") -> GrammarError:
+    """lark's error for a grammar it cannot read, as a :class:`~cad_outlines.errors.GrammarError`: one line
+    naming the file, the line and column where lark gives them, the rule or terminal it names, and why.
+    `text` is the grammar's own text: a position lark reports in an ``%import``ed file (its context line is
+    not the grammar's) is said to be there, not attributed to the grammar."""
+    full = str(e).strip()
+    message = full.splitlines()[0] if full else type(e).__name__
+    line = getattr(e, "line", None)
+    column = getattr(e, "column", None)
+    m = _AT_LINE.search(message)
+    if m:
+        line, column = int(m.group(1)), int(m.group(2))
+        message = message[: m.start()].rstrip(" ,")
+    if isinstance(line, int) and line < 0:
+        line = column = None
+    context = [c for c in full.splitlines()[1:] if c.strip() and c.strip() != "^"]
+    if line is not None and text and context and not isinstance(e, lark.exceptions.UnexpectedInput):
+        own = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else None
+        if own is None or own.rstrip() != context[0].rstrip():
+            message += f" (in an %import-ed grammar, line {line} column {column}: {context[0].strip()!r})"
+            file = line = column = None
+    named = _NAMED.search(str(e))
+    name, kind = (named.group(2), named.group(1).lower()) if named else (None, "grammar")
+    if isinstance(e, lark.exceptions.UnexpectedInput):
+        token = getattr(e, "token", None)
+        message = f"syntax error: unexpected {token!r}" if token is not None else "syntax error: unexpected input"
+        expected = sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
+        if expected:
+            message += f" (expected one of: {', '.join(expected[:8])}{', ...' if len(expected) > 8 else ''})"
+        name, kind = None, "grammar"
+    return GrammarError(message, file=file, line=line, column=column, name=name, kind=kind)
+
+
+def _display(name: str) -> str | None:
+    """A grammar's file name for messages; None for grammar text."""
+    return None if name == "grammar" else name
 
 
 @dataclass
@@ -55,6 +97,7 @@ class LoadedGrammar:
     options: LoadOptions
     lexer_conf: LexerConf
     source_grammar: str
+    name: str = "grammar"  # the file name, or "grammar" for text (error messages)
 
 
 def postlexer(text: str, postlex):
@@ -125,10 +168,16 @@ def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=()
     except lark.exceptions.GrammarError as e:
         error = missing_start_error(text, paths, given)
         if error is None:
-            raise
+            raise lark_grammar_error(e, _display(src.name), text) from e
         raise error from e
+    except lark.exceptions.UnexpectedInput as e:
+        raise lark_grammar_error(e, _display(src.name), text) from e
+    except OSError as e:  # an %import lark could not open
+        raise GrammarError(f"cannot %import: {e.strerror or e} ({e.filename or ''}); looked in "
+                           f"{', '.join(paths) or 'lark'}'s grammars", file=_display(src.name)) from e
     if not any(r.origin.name == start for r in rules):
         error = missing_start_error(text, paths, given)
         raise error or GrammarCompileError(start, f"the grammar has no rule {start!r}", kind="rule")
     conf = LexerConf(terminals, re, ignore, pl, {}, 0, use_bytes=False, strict=False)
-    return LoadedGrammar(list(terminals), list(rules), list(ignore), LoadOptions([start], pl, paths), conf, text)
+    return LoadedGrammar(list(terminals), list(rules), list(ignore), LoadOptions([start], pl, paths), conf, text,
+                         src.name)

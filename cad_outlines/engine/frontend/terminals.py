@@ -211,8 +211,27 @@ def load_grammar(source: str | Path, *, start: str | Sequence[str] | None = None
 
 
 def lark_order(terminals: Iterable[TerminalDef]) -> list[TerminalDef]:
-    """lark's BasicLexer order."""
-    return sorted(terminals, key=lambda x: (-x.priority, -x.pattern.max_width, -len(x.pattern.value), x.name))
+    """lark's BasicLexer order. A terminal whose regex lark cannot compile (to measure its width) raises
+    :class:`GrammarCompileError` naming it."""
+    terminals = list(terminals)
+    width = {}
+    for t in terminals:
+        try:
+            width[t.name] = t.pattern.max_width
+        except _REGEX_ERRORS as e:
+            raise GrammarCompileError(t.name, f"invalid regex {t.pattern.value!r}: {e}") from e
+    return sorted(terminals, key=lambda x: (-x.priority, -width[x.name], -len(x.pattern.value), x.name))
+
+
+def _regex_errors() -> tuple[type[Exception], ...]:
+    try:  # lark measures widths with the `regex` module when it is installed
+        import regex
+    except ImportError:
+        return (re.error,)
+    return (re.error, regex.error)
+
+
+_REGEX_ERRORS = _regex_errors()
 
 
 _FLAG_BITS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "u": re.UNICODE, "x": re.VERBOSE,

@@ -163,7 +163,7 @@ class ResourceLimitError(CadOutlinesError, ValueError):
 
     def __init__(self, limit: str, value: Any, maximum: Any, what: str = "", how: str | None = None):
         self.limit, self.value, self.maximum = limit, value, maximum
-        how = how or f"raise it with Limits({limit}=...)"
+        how = self.how = how or f"raise it with Limits({limit}=...)"
         super().__init__(f"{what + ': ' if what else ''}{limit} exceeded ({value} > {maximum}); {how}")
 
 

@@ -14,6 +14,7 @@ import lark
 
 from ..errors import GrammarError
 from ..grammars import grammar_source
+from ..limits import Limits, check_deadline, check_limit, enforcing
 from .compiled_grammar import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
 from .store.flat_grammar import FlatFileError, FlatGrammar, flatten_lazy, lazy_lexer_arrays
@@ -116,8 +117,8 @@ def cached_path(grammar: str | Path, vocab: Vocabulary, *, start: str | None = N
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
                     postlex="auto", cache: bool | str | Path = True, progress: bool = True,
-                    streamline: bool = True, lazy: bool = False, profile: CompileProfile | None = None
-                    ) -> CompiledGrammar:
+                    streamline: bool = True, lazy: bool = False, profile: CompileProfile | None = None,
+                    limits: Limits | None = None) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
 
     `grammar` is a shipped grammar's name (``"json"``, ``"python"``, ``"sql"``,
@@ -136,8 +137,19 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     gets the time and peak memory of every phase of a build. Raises
     :class:`~cad_outlines.engine.frontend.terminals.GrammarCompileError` naming the terminal for a
     construct that cannot be compiled or never matches, and naming the rule for a missing
-    start rule or an empty language.
+    start rule or an empty language. `limits` (:class:`~cad_outlines.limits.Limits`, default
+    ``Limits()``) bounds what the compile may cost (grammar size, literals, terminals, DFA states, lexer
+    configurations, store rows, cache file size, wall time): exceeding one raises
+    :class:`~cad_outlines.errors.ResourceLimitError` naming it.
     """
+    with enforcing(limits):
+        return _compile_grammar(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex, cache=cache,
+                                progress=progress, streamline=streamline, lazy=lazy, profile=profile)
+
+
+def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
+                     cache: bool | str | Path, progress: bool, streamline: bool, lazy: bool,
+                     profile: CompileProfile | None) -> CompiledGrammar:
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
     fpath = cached_path(grammar, vocab, lazy=lazy, cache=cache, **options)
@@ -170,6 +182,7 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
             with prof.phase("flat arrays"):
                 flat = flatten_lazy(g, lexer)
                 flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=g.grammar_hash)
+            check_limit("max_cache_file_bytes", flat.nbytes, "compiled grammar file")
             if fpath is not None:  # the grammar is usable now; its cache file is written beside
                 _save_in_background(flat, fpath)
         finally:
@@ -182,6 +195,7 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
         with prof.phase("flat arrays"):
             flat = compiled.flat
             flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=compiled.grammar_hash)
+            check_limit("max_cache_file_bytes", flat.nbytes, "compiled grammar file")
             if fpath is not None:
                 flat.save(fpath)
     finally:
@@ -262,6 +276,7 @@ def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, 
     g = CompiledGrammar(vocab, Lexer(spec), None, tables, indenter, grammar_fingerprint(lk), streamlined=False)
     with prof.phase("lexer configurations"):
         lexer = lazy_lexer_arrays(g)
+        check_limit("max_lexer_configs", len(lexer[0]["c_owner"]), "lexer")
         note = f"{len(lexer[0]['c_owner']):,} configs, {len(lexer[0]['a_nxt']):,} byte edges"
     prof.phases[-1].note = note
     return g, lexer
@@ -308,6 +323,7 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
                 analysis = GrammarAnalysis.from_lark(lk, start)
                 lr = LRGame(tables)
             say = prof.step_printer(_step_printer() if progress else None)
+            say = _with_deadline(say)
             result = streamline_store(store, lexer, analysis, progress=say, lr=lr, consume=True)
             prof.add("streamline: merge sets", time.perf_counter() - say.mark[0], time.process_time() - say.mark[1],
                      f"{result.store.n_rows:,} rows, {len(result.store.set_ids):,} sets")
@@ -316,6 +332,16 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
                 with prof.phase("save streamlined store"):
                     _save(store, spath)
     return CompiledGrammar(vocab, lexer, store, tables, indenter, fingerprint, streamlined=streamline)
+
+
+def _with_deadline(say):
+    """A streamlining progress callback that also stops the compile past its deadline."""
+    def wrapped(msg: str) -> None:
+        check_deadline("streamlining")
+        say(msg)
+
+    wrapped.mark = say.mark  # the step printer's clock, read after streamlining
+    return wrapped
 
 
 def _load(path: Path, lexer: Lexer) -> MaskStore:

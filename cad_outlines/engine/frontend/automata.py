@@ -39,6 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import ResourceLimitError
+from ...limits import _how, active_limits, check_deadline
 from . import _sre_compat as _sre
 from ._sre_compat import K as _K
 
@@ -47,7 +49,6 @@ __all__ = ["MAX_CODEPOINT", "ByteDFA", "UnsupportedRegex", "longest_prefix", "mi
 MAX_CODEPOINT = 0x110000
 _SUR_LO, _SUR_HI = 0xD800, 0xE000
 _MAX_NODES = 200_000
-_MAX_STATES = 50_000  # code-point DFA states
 
 # A character set: sorted half-open boundaries (lo0, hi0, lo1, hi1, ...), never surrogates.
 Cset = tuple[int, ...]
@@ -766,10 +767,13 @@ class _Determinizer:
         trans: list[list[tuple[int, int, int]]] = []
         accept: list[bool] = []
         block: list[Cset] = []
+        max_states = active_limits().max_dfa_states
         i = 0
         while i < len(states):
             st = states[i]
             i += 1
+            if not i & 63:
+                check_deadline("a terminal's DFA")
             acc, blk = self.acceptance(st)
             accept.append(acc)
             block.append(blk)
@@ -782,8 +786,9 @@ class _Determinizer:
                         continue
                     t = ids.get(nxt)
                     if t is None:
-                        if len(states) >= _MAX_STATES:
-                            raise UnsupportedRegex("pattern", None, f"the DFA exceeds {_MAX_STATES} states")
+                        if max_states is not None and len(states) >= max_states:
+                            raise ResourceLimitError("max_dfa_states", max_states + 1, max_states,
+                                                     what="pattern's DFA", how=_how("max_dfa_states"))
                         t = ids[nxt] = len(states)
                         states.append(nxt)
                     out.extend((lo, hi, t) for lo, hi in segs)

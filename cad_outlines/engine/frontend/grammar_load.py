@@ -32,6 +32,7 @@ from ...grammars import grammar_source
 from .grammar_checks import missing_start_error
 from .lark_rules import compile_lark_rules
 from ...errors import GrammarError
+from ...limits import check_limit
 from .terminals import GrammarCompileError
 
 __all__ = ["LoadOptions", "LoadedGrammar", "load_rules", "postlexer", "lark_grammar_error"]
@@ -71,6 +72,14 @@ def lark_grammar_error(e: Exception, file: str | None, text: str = "") -> Gramma
             message += f" (expected one of: {', '.join(expected[:8])}{', ...' if len(expected) > 8 else ''})"
         name, kind = None, "grammar"
     return GrammarError(message, file=file, line=line, column=column, name=name, kind=kind)
+
+
+def _check_sizes(terminals, rules) -> None:
+    """The limits known once the grammar is read: terminal and rule counts, each literal's length."""
+    check_limit("max_terminals", len(terminals), "grammar")
+    check_limit("max_rules", len(rules), "grammar")
+    for t in terminals:
+        check_limit("max_literal_chars", len(t.pattern.value), f"terminal {t.name}")
 
 
 def _display(name: str) -> str | None:
@@ -154,6 +163,7 @@ def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=()
     :class:`GrammarCompileError` listing the rules that could start."""
     src = grammar_source(grammar)
     text, given = src.text, start or src.start  # None: lark's default, "start"
+    check_limit("max_grammar_bytes", len(text.encode("utf-8", "surrogatepass")), f"grammar {src.name}")
     start = given or "start"
     paths = [*src.import_paths, *map(str, import_paths)]
     pl = postlexer(text, postlex)
@@ -175,6 +185,7 @@ def load_rules(grammar: str | Path, *, start: str | None = None, import_paths=()
     except OSError as e:  # an %import lark could not open
         raise GrammarError(f"cannot %import: {e.strerror or e} ({e.filename or ''}); looked in "
                            f"{', '.join(paths) or 'lark'}'s grammars", file=_display(src.name)) from e
+    _check_sizes(terminals, rules)
     if not any(r.origin.name == start for r in rules):
         error = missing_start_error(text, paths, given)
         raise error or GrammarCompileError(start, f"the grammar has no rule {start!r}", kind="rule")

@@ -50,7 +50,7 @@ import lark
 import numpy as np
 from lark.lexer import PatternStr, TerminalDef
 
-from ...errors import GrammarCompileError, LexError
+from ...errors import GrammarCompileError, LexError, ResourceLimitError
 from .automata import ByteDFA, UnsupportedRegex, longest_prefix, regex_to_dfa
 
 __all__ = [
@@ -261,6 +261,8 @@ def _compile_terminal(t: TerminalDef, g_flags: int, ignored: bool) -> TerminalIn
                                   e.construct, pos) from e
     except re.error as e:
         raise GrammarCompileError(t.name, f"invalid regex {t.pattern.value!r}: {e}") from e
+    except ResourceLimitError as e:
+        raise ResourceLimitError(e.limit, e.value, e.maximum, what=f"terminal {t.name}'s DFA", how=e.how) from e
     if dfa.accept[0]:
         raise GrammarCompileError(
             t.name, f"{t.pattern.value!r} matches the empty string (lark refuses zero-width terminals)")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...limits import active_limits, check_deadline, check_limit
 from .lexer import BOUNDARY, INDENT_BASE, NO_LINE_BREAK, Config, Lexer, indent_step
 
 __all__ = ["TokenBytes", "ConfigTransitions", "ByteAutomaton", "byte_automaton", "index_config", "explore"]
@@ -86,8 +87,13 @@ class ByteAutomaton:
         todo = [start]
         seen = {start}
         per_state: dict[int, list] = {}
+        max_configs = active_limits().max_lexer_configs
         while todo:
             c = todo.pop()
+            if not len(per_state) & 63:
+                check_deadline("the lexer's byte automaton")
+                if max_configs is not None and len(seen) > max_configs:
+                    check_limit("max_lexer_configs", len(seen), "lexer (byte automaton states, so far)")
             cfg = self.table[c]
             rows = []
             for b in range(256):
@@ -150,6 +156,8 @@ class ByteAutomaton:
         direct = [0] * n
         preds: list[list[int]] = [[] for _ in range(n)]
         for e, (c, t, r) in enumerate(zip(src.tolist(), self.nxt.tolist(), self.raw.tolist())):
+            if not e & 4095:
+                check_deadline("the lexer's viable labels")
             if self.table[c].owner == BOUNDARY:
                 continue
             if r >= 0:
@@ -223,6 +231,7 @@ class _Indexer:
     def first_steps(self, cfg_id: int) -> list[tuple[tuple, tuple[int, ...]]]:
         """(part key, labels emitted by the first byte) for every first byte a token can
         have. A part key is (automaton state, indentation, absolute, first byte)."""
+        check_deadline("the token-level index")
         auto = self.auto
         state = auto.table.id(self.lexer.table[cfg_id])
         out = []
@@ -304,6 +313,7 @@ class _Indexer:
         done_eid: list[np.ndarray] = []
         done_row: list[np.ndarray] = []
         while len(row):
+            check_deadline("the token-level index")
             fin = lengths[row] <= pos
             if fin.any():
                 done_parts.append(part[fin])
@@ -423,6 +433,7 @@ def explore(lexer: Lexer, tokens: TokenBytes, on_config: Callable[[int, dict, _I
         indexer = _Indexer(lexer, tokens)
         lexer.prime_viable(indexer.auto.viable_labels())
     total = indexer.auto.n_states
+    check_limit("max_lexer_configs", total, "lexer (byte automaton states)")
     seen = {lexer.initial}
     wave = [lexer.initial]
     done = 0
@@ -433,6 +444,7 @@ def explore(lexer: Lexer, tokens: TokenBytes, on_config: Callable[[int, dict, _I
         nxt = []
         with clock("store rows"):
             for q in wave:
+                check_deadline("the mask store")
                 parts = indexer.parts(q, steps.pop(q))
                 on_config(q, parts, indexer)
                 for end, _ in parts:

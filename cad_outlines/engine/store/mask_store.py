@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...limits import check_limit
 from .lexer import Config, Lexer
 from .lexer_index import TokenBytes, explore
 
@@ -185,6 +186,7 @@ def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
     token set is a union of the indexer's shared parts; a union met before (configs
     agreeing on every first byte) is not rebuilt. `timings`: see :func:`explore`."""
     table_rows: dict[int, list[Row]] = {}
+    n_rows = [0]
     sets = SetInterner(vocab_size)
     unions: dict[bytes, int] = {}
 
@@ -212,6 +214,8 @@ def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
                 continue
             groups.setdefault((emitted, entered), []).extend(gids)
         table_rows[cfg_id] = [(e, n, intern(tuple(sorted(set(g))), indexer)) for (e, n), g in sorted(groups.items())]
+        n_rows[0] += len(groups)
+        check_limit("max_store_rows", n_rows[0], "mask store")
 
     explore(lexer, tokens, on_config, progress, timings)
     n = len(lexer.table)

@@ -3,7 +3,7 @@
 
 import pytest
 
-from cad_outlines import ProgramSyntaxError, SpanError, parse_program, resolve
+from cad_outlines import IncompleteProgramError, ProgramSyntaxError, SpanError, parse_program, resolve
 from cad_outlines.cli import main
 from cad_outlines.generators.copy_decode import CopyEditor
 from tests.fixture_data import SMALL
@@ -26,7 +26,7 @@ def test_execute_rejects_text_after_the_program_and_bad_spans(editor):
     """`execute` accepted text after `</program>`."""
     with pytest.raises(ProgramSyntaxError, match="text after </program>"):
         editor.execute(DOC, '<copy lines="1-4"/></program> and more')
-    with pytest.raises(ProgramSyntaxError, match="program ended before </program>"):
+    with pytest.raises(IncompleteProgramError, match="program ended before </program>"):
         editor.execute(DOC, '<copy lines="1-4"/>')
     with pytest.raises(SpanError, match="ends after the last line"):
         editor.execute(DOC, '<copy lines="1-9"/></program>')

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
 import warnings
@@ -35,6 +36,14 @@ FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 FLAT_VERSION = "3"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
+
+
+def show_progress(progress: bool | None) -> bool:
+    """Whether to draw progress bars: as asked, else (None) only when stderr is a terminal."""
+    if progress is not None:
+        return bool(progress)
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def cache_dir() -> Path:
@@ -114,7 +123,7 @@ def cached_path(grammar: str | Path, vocab: Vocabulary, *, start: str | None = N
 
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
-                    postlex="auto", cache: bool | str | Path = True, progress: bool = True,
+                    postlex="auto", cache: bool | str | Path = True, progress: bool | None = None,
                     streamline: bool = True, lazy: bool = False, profile: CompileProfile | None = None
                     ) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
@@ -132,11 +141,13 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     rows are not streamlined), so a new grammar is usable after its grammar-only phases
     (lark, terminal automata, parse tables, the lexer's byte automaton). `profile` (a
     :class:`~.compile_profile.CompileProfile`)
-    gets the time and peak memory of every phase of a build. Raises
+    gets the time and peak memory of every phase of a build. `progress`: bars on stderr
+    (None, the default: only when stderr is a terminal). Raises
     :class:`~cad_outlines.engine.terminals.GrammarCompileError` naming the terminal for a
     construct that cannot be compiled or never matches, and naming the rule for a missing
     start rule or an empty language.
     """
+    progress = show_progress(progress)
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
     options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
     fpath = cached_path(grammar, vocab, lazy=lazy, cache=cache, **options)

@@ -96,3 +96,12 @@ def test_handler_with_a_local_copy_as_decode_editor(editor):
 def test_editor_must_be_an_editor_or_callable():
     with pytest.raises(TypeError, match="CopyEditor or a callable"):
         edit_tool(42)
+
+
+def test_handler_names_a_wrong_type_instead_of_crashing_inside():
+    _, handler = edit_tool(lambda prompt: ANSWER)
+    for kwargs, words in (({"document": b"a = 1\n"}, "document must be a string, not bytes"),
+                          ({"path": 3}, "path must be a string, not int"),
+                          ({"document": None, "path": None}, "give exactly one of document")):
+        out = handler(instruction="x", **kwargs)
+        assert not out["ok"] and words in out["error"], out

@@ -73,7 +73,7 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
     file, is read (its folder searched first for ``%import``s); a one-line str that is a
     shipped grammar's name (``"python"``, ``"json.lark"``) is that grammar; a one-line str
     ending in ``.lark`` or holding a path separator that is neither raises
-    :class:`FileNotFoundError` listing the shipped grammars; a one-line str with no ``:``
+    :class:`FileNotFoundError` listing the shipped grammars; a short one-line str with no ``:``
     (no rule or terminal definition: a misspelt name, ``"jsno"``) raises
     :class:`~cad_outlines.errors.GrammarError` with the shipped names closest to it;
     anything else is grammar text. A grammar with no definitions at all (empty, or only
@@ -99,7 +99,7 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
         return GrammarSource(text, (str(path.resolve().parent),), path.name, _declared_start(text))
     text = str(grammar)
     _check_not_empty(text, None)
-    if "\n" not in text.strip() and ":" not in text:
+    if "\n" not in text.strip() and ":" not in text and len(text.strip()) <= _NAME_LIMIT:
         close = difflib.get_close_matches(text.strip(), available_grammars(), n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
         raise GrammarError(f"{text.strip()!r} is not a shipped grammar, a .lark file, or grammar text (it defines "
@@ -108,6 +108,7 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
     return GrammarSource(text, (), "grammar", _declared_start(text))
 
 
+_NAME_LIMIT = 100  # a one-line argument this short with no definition in it is a (misspelt) name, not text
 _COMMENT = re.compile(r"//[^\n]*|#[^\n]*")
 
 

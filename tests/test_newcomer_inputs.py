@@ -73,6 +73,15 @@ def test_an_empty_grammar_says_it_is_empty(text, tmp_path):
     assert "empty.lark" in str(info.value)
 
 
+def test_a_grammar_with_only_terminals_says_it_has_no_rules(tmp_path):
+    from cad_outlines.errors import GrammarCompileError
+    from tests.test_engine import ToyVocab
+
+    with pytest.raises(GrammarCompileError, match="the grammar defines no rules") as info:
+        compile_grammar('A: "a"\n%ignore " "\n', ToyVocab.make(), cache=False, progress=False)
+    assert "could start" not in str(info.value)
+
+
 def test_partial_resolve_keeps_the_text_of_an_open_gen_op():
     """`resolve_text("<program><gen>abc", doc, partial=True)` returned '' (dropping 'abc')."""
     assert resolve_text("<program><gen>abc", DOC, partial=True) == "abc"

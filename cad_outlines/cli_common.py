@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .errors import CadOutlinesError, GrammarError
 
-__all__ = ["UserError", "user_errors", "grammar_faults", "one_line", "grammar_error_line", "load_tokenizer", "positive_int",
-           "non_negative_int", "temperature", "top_p"]
+__all__ = ["UserError", "user_errors", "grammar_faults", "one_line", "grammar_error_line", "load_tokenizer",
+           "positive_int", "non_negative_int", "temperature", "top_p"]
 
 
 class UserError(CadOutlinesError):

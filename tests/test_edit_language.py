@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cad_outlines import (Copy, EditProgram, Gen, IncompleteProgramError, ProgramSyntaxError, gen_ops, load_grammar_text,
-                          parse_program)
+from cad_outlines import (Copy, EditProgram, Gen, IncompleteProgramError, ProgramSyntaxError, gen_ops,
+                          load_grammar_text, parse_program)
 from cad_outlines.errors import ProgramError
 from cad_outlines.edits import ProgramScanner
 

@@ -46,6 +46,7 @@ def test_the_session_compiles_into_a_temporary_cache(_session_cache, tmp_path_fa
         assert _session_cache.is_relative_to(tmp_path_factory.getbasetemp())
     else:
         assert str(_session_cache) == USER_CACHE
-    child = subprocess.run([sys.executable, "-c", "from cad_outlines.engine.compile import cache_dir; print(cache_dir())"],
-                           capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent.parent)
+    code = "from cad_outlines.engine.compile import cache_dir; print(cache_dir())"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).resolve().parent.parent)
     assert child.stdout.strip() == str(_session_cache)

@@ -7,100 +7,29 @@ line naming what is at fault and exit with status 2; ``--debug`` shows the trace
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
+import os
+import subprocess
 import sys
 from pathlib import Path
 
-from .errors import CadOutlinesError
+from .cli_common import UserError, grammar_error_line, grammar_faults, load_tokenizer, one_line, user_errors
 
-__all__ = ["main", "UserError", "load_tokenizer"]
+__all__ = ["main", "UserError", "load_tokenizer", "find_checkout"]
 
 STUDIES_NEED_CHECKOUT = (
     "studies run from a source checkout of cad_outlines, with the shared data beside it: "
     "git clone the repository, `pip install -e .` in it, put the shared data folder at ../shared/data "
-    "(or set CAD_OUTLINES_DATA), then run `cad-outlines study NAME` there")
+    "(or set CAD_OUTLINES_DATA), then run `python -m analysis NAME` (or `cad-outlines study NAME`) there")
 
 
-class UserError(CadOutlinesError):
-    """A mistake in the command's input: reported as one line, exit status 2."""
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean bad input, not a bug: one line, no traceback (``--debug`` shows it)."""
-    import lark
-
-    from .edits import IncompleteProgramError, ProgramSyntaxError, SpanError
-    from .engine.matcher import InvalidTokenError
-    from .engine.frontend.terminals import GrammarCompileError
-    from .generators.copy_decode import ContextLengthError
-
-    return (UserError, ContextLengthError, OSError, UnicodeDecodeError, GrammarCompileError, lark.exceptions.GrammarError,
-            lark.exceptions.LexError, ProgramSyntaxError, SpanError, IncompleteProgramError, InvalidTokenError)
-
-
-def load_tokenizer(path: str | Path):
-    """A transformers tokenizer from a folder, or from a ``tokenizer.json`` /
-    ``tokenizer.model`` file (its folder is loaded); a missing path or a folder with no
-    tokenizer is a :class:`UserError`, not a hub lookup."""
-    from transformers import AutoTokenizer
-
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"tokenizer {str(path)!r}: no such file or folder")
-    folder = p if p.is_dir() else p.parent
-    names = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json")
-    if not any((folder / n).is_file() for n in names):
-        raise UserError(f"tokenizer {str(path)!r}: no {', '.join(names[:2])} or tokenizer_config.json in "
-                        f"{str(folder)!r}")
-    try:
-        return AutoTokenizer.from_pretrained(str(folder))
-    except (ImportError, ValueError) as e:
-        if (folder / "tokenizer.model").is_file() and not (folder / "tokenizer.json").is_file():
-            raise UserError(f"tokenizer {str(path)!r}: reading tokenizer.model needs the sentencepiece and "
-                            f"protobuf packages (pip install sentencepiece protobuf): {e}") from e
-        raise UserError(f"tokenizer {str(path)!r}: transformers cannot load it: {e}") from e
-
-
-def _analysis_package():
-    """The repository's ``analysis/`` package (studies run from a source checkout)."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "analysis" / "__init__.py").is_file():
-        raise SystemExit("studies run from a source checkout of cad_outlines (analysis/ not found next to the package)")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    return importlib.import_module("analysis")
-
-
-def _studies() -> dict[str, object]:
-    try:
-        pkg = _analysis_package()
-    except SystemExit:
-        return {}
-    found = {}
-    for info in pkgutil.iter_modules(pkg.__path__):
-        try:
-            module = importlib.import_module(f"analysis.{info.name}")
-        except ImportError as e:  # e.g. the vLLM venv pins an older lark: that study is out, not the others
-            found[info.name.replace("_", "-")] = _Unavailable(f"analysis.{info.name}", e)
-            continue
-        if hasattr(module, "run") and hasattr(module, "add_arguments"):
-            found[info.name.replace("_", "-")] = module
-    return found
-
-
-class _Unavailable:
-    """A study whose module does not import in this environment: says why when run."""
-
-    def __init__(self, name: str, error: ImportError):
-        self.name, self.error = name, error
-        self.DESCRIPTION = f"(unavailable here: {type(error).__name__}: {error})"
-
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("rest", nargs=argparse.REMAINDER)
-
-    def run(self, args) -> int:
-        raise SystemExit(f"{self.name} does not import in this environment: {type(self.error).__name__}: {self.error}")
+def find_checkout(start: str | Path | None = None) -> Path | None:
+    """The source checkout holding the current folder (or `start`): the nearest folder, going
+    up, with both ``analysis/__init__.py`` and ``cad_outlines/``; None if there is none."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "analysis" / "__init__.py").is_file() and (folder / "cad_outlines").is_dir():
+            return folder
+    return None
 
 
 def _version() -> str:
@@ -142,20 +71,17 @@ def _build_parser() -> argparse.ArgumentParser:
     an.add_argument("--document", default=None, help="a text of the grammar's language: decoding is measured on it")
     an.add_argument("--out", default=".", help="folder for <grammar>.analysis.md/.json/.png (default: here)")
     an.add_argument("--no-cache", action="store_true", help="do not read or write the mask-store cache")
+    an.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                    help="progress bars on stderr (default: only when stderr is a terminal)")
 
-    study = sub.add_parser("study", help="run a study from analysis/ and write its report into docs/results/ "
-                                         "(from a source checkout)")
-    found = _studies()
-    if not found:  # an installed wheel: no analysis/ package
-        study.add_argument("name", nargs="?", help="the study (they run from a source checkout)")
-        study.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        study.set_defaults(_study_module=None)
-        return parser
-    studies = study.add_subparsers(dest="study", required=True, parser_class=with_debug)
-    for name, module in sorted(found.items()):
-        p = studies.add_parser(name, help=getattr(module, "DESCRIPTION", ""))
-        module.add_arguments(p)
-        p.set_defaults(_study_module=module)
+    study = sub.add_parser(
+        "study", help="run a study from analysis/ (`python -m analysis NAME ...` in the source checkout holding the "
+                      "current folder); it writes its report into docs/results/",
+        description="Runs `python -m analysis NAME ARGS...` in the source checkout holding the current folder "
+                    "(studies are not part of the installed package). `cad-outlines study NAME --help` lists a "
+                    "study's options.")
+    study.add_argument("name", nargs="?", help="the study (without it: the list of studies)")
+    study.add_argument("rest", nargs=argparse.REMAINDER, help="the study's own options")
     return parser
 
 
@@ -164,19 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         return _run(args)
-    except _user_errors() as e:
+    except user_errors() as e:
         if getattr(args, "debug", False):
             raise
-        print(f"cad-outlines {args.command}: error: {_one_line(e)} (--debug for the traceback)", file=sys.stderr)
+        print(f"cad-outlines {args.command}: error: {one_line(e)} (--debug for the traceback)", file=sys.stderr)
         return 2
-
-
-def _one_line(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.filename is not None and e.strerror:
-        text = f"{e.filename}: {e.strerror}"
-    else:
-        text = str(e) or type(e).__name__
-    return " ".join(text.split())
 
 
 def _run(args) -> int:
@@ -191,10 +109,20 @@ def _run(args) -> int:
     if args.command == "analyze":
         return _analyze(args)
     if args.command == "study":
-        if args._study_module is None:
-            raise UserError(STUDIES_NEED_CHECKOUT)
-        return int(args._study_module.run(args) or 0)
+        return _study(args)
     return 2
+
+
+def _study(args) -> int:
+    """``python -m analysis NAME ...`` as a subprocess in the checkout holding the current
+    folder: the installed package never imports ``analysis/`` nor edits ``sys.path``."""
+    checkout = find_checkout()
+    if checkout is None:
+        raise UserError(STUDIES_NEED_CHECKOUT + f" (no checkout holds {os.getcwd()})")
+    cmd = [sys.executable, "-m", "analysis", *([args.name] if args.name else []), *args.rest]
+    if getattr(args, "debug", False) and "--debug" not in args.rest:
+        cmd.append("--debug")
+    return subprocess.run(cmd, cwd=checkout).returncode
 
 
 def _analyze(args) -> int:
@@ -202,7 +130,7 @@ def _analyze(args) -> int:
     from .grammar_report import analyze_grammar
     from .grammars import grammar_source
 
-    name = grammar_source(args.grammar).name  # a missing grammar file fails here, before the tokenizer loads
+    source = grammar_source(args.grammar)  # a missing grammar file fails here, before the tokenizer loads
     tokenizer = load_tokenizer(args.tokenizer)
     vocab = Vocabulary.from_tokenizer(tokenizer)
     tokens = None
@@ -211,10 +139,14 @@ def _analyze(args) -> int:
         tokens = encode_exactly(vocab, tokenizer, text)
         if tokens is None:
             raise UserError(f"{args.document}: the tokenizer cannot spell the document byte for byte")
-    report = analyze_grammar(args.grammar, vocab, start=args.start, document=args.document and Path(args.document).name,
-                             document_tokens=tokens, tokenizer_name=_tokenizer_name(args.tokenizer),
-                             cache=not args.no_cache)
-    files = report.save(args.out, f"{Path(name).stem}.analysis")
+    try:
+        report = analyze_grammar(args.grammar, vocab, start=args.start,
+                                 document=args.document and Path(args.document).name, document_tokens=tokens,
+                                 tokenizer_name=_tokenizer_name(args.tokenizer), cache=not args.no_cache,
+                                 progress=args.progress)
+    except grammar_faults() as e:  # lark's or a regex module's own error: one line naming the grammar
+        raise grammar_error_line(e, source.text, source.name) from e
+    files = report.save(args.out, f"{Path(source.name).stem}.analysis")
     print(report.to_markdown())
     print("wrote " + ", ".join(map(str, files)))
     return 0

@@ -10,6 +10,7 @@ meaningless) programs, some closed at once, some cut off by their token budget.
 
 from __future__ import annotations
 
+from .cli_common import UserError
 from .edits import number_lines, oracle_program, resolve
 from .edits.metrics import copy_coverage
 from .examples import load_examples
@@ -31,7 +32,16 @@ def _token_offsets_fn(path: str | None):
     from tokenizers import Tokenizer
 
     p = Path(path)
-    tok = Tokenizer.from_file(str(p / "tokenizer.json" if p.is_dir() else p))
+    file = p / "tokenizer.json" if p.is_dir() else p
+    if not p.exists():
+        raise UserError(f"tokenizer {path!r}: no such file or folder")
+    if not file.is_file():
+        raise UserError(f"tokenizer {path!r}: no tokenizer.json in that folder (the demo reads a tokenizer.json)")
+    try:
+        tok = Tokenizer.from_file(str(file))
+    except Exception as e:  # the tokenizers library raises a bare Exception for a file it cannot read
+        raise UserError(f"tokenizer {str(file)!r}: not a tokenizer.json the tokenizers library can read: "
+                        f"{' '.join(str(e).split())}") from e
     return (lambda text: tok.encode(text, add_special_tokens=False).offsets), f"the tokenizer {path}"
 
 
@@ -70,8 +80,6 @@ def run(args) -> int:
     every = load_examples()
     unknown = [name for name in args.example or () if name not in {e.name for e in every}]
     if unknown:
-        from .cli import UserError
-
         raise UserError(f"no example named {', '.join(map(repr, unknown))}; the examples are: "
                         f"{', '.join(e.name for e in every)}")
     examples = [e for e in every if not args.example or e.name in args.example]

@@ -2,50 +2,45 @@
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from pathlib import Path
+
+from .cli_common import UserError, load_tokenizer, non_negative_int, positive_int, temperature, top_p
 
 __all__ = ["add_arguments", "run"]
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
-    return value
-
-
 def add_arguments(parser) -> None:
-    parser.add_argument("file", help="the document to edit (read and written byte for byte: CRLF stays CRLF)")
+    parser.add_argument("file", help="the document to edit: read byte for byte (CRLF stays CRLF); never changed "
+                                     "unless --in-place")
     parser.add_argument("--instruction", required=True, help="what to change, in words")
     parser.add_argument("--model", required=True, help="a transformers model folder (tokenizer inside unless --tokenizer)")
     parser.add_argument("--tokenizer", help="tokenizer folder, tokenizer.json or tokenizer.model (default: the model folder)")
-    parser.add_argument("--max-new-tokens", type=_positive_int, default=512,
+    parser.add_argument("--max-new-tokens", type=positive_int, default=512,
                         help="most tokens the model may sample (copies and forced tokens do not count); a run also "
                              "stops when the model's context is full (default: 512)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; else sampling")
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default: 1.0)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    parser.add_argument("--temperature", type=temperature, default=0.0,
+                        help="0 (default): greedy; else sampling at this temperature (a finite number > 0)")
+    parser.add_argument("--top-p", type=top_p, default=1.0,
+                        help="nucleus sampling: the probability mass kept, in (0, 1] (default: 1.0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed, >= 0 (default: 0)")
     parser.add_argument("--copy-mode", choices=["prefill", "skip"], default="prefill",
                         help="prefill (default): a copy's lines enter the model's context in one forward; "
                              "skip: the model sees only the copy tag")
     parser.add_argument("--monotonic", action="store_true", help="copy spans never go backwards")
-    parser.add_argument("--speculative", type=_non_negative_int, default=0, metavar="K",
+    parser.add_argument("--speculative", type=non_negative_int, default=0, metavar="K",
                         help="draft up to K tokens by prompt lookup inside gen bodies, verified in one forward")
-    parser.add_argument("--output", help="write the new document here (only if the program completed)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--output", help="write the new document to this file (only if the program completed)")
+    where.add_argument("--in-place", action="store_true",
+                       help="write the new document back to FILE (only if the program completed)")
+    parser.epilog = ("The program, its diff and its cost are printed; FILE is only read unless --in-place, and "
+                     "only --output or --in-place writes a file (nothing when the program was cut off: exit "
+                     "status 1).")
 
 
 def _folder(path: str, what: str) -> str:
-    from .cli import UserError
-
     p = Path(path)
     if not p.is_dir():
         raise UserError(f"{what} {path!r}: {'not a folder' if p.exists() else 'no such folder'}")
@@ -54,17 +49,32 @@ def _folder(path: str, what: str) -> str:
     return str(p)
 
 
+def _check_sizes(model_dir: str, tokenizer, tokenizer_path: str) -> None:
+    """A tokenizer with more tokens than the model has embeddings does not belong to it:
+    say so before loading the model (its ids past the model's vocabulary would crash)."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"model {model_dir!r}: config.json cannot be read: {e}") from e
+    size = config.get("vocab_size") or config.get("text_config", {}).get("vocab_size")
+    if isinstance(size, int) and len(tokenizer) > size:
+        raise UserError(f"tokenizer {tokenizer_path!r} has {len(tokenizer)} tokens but model {model_dir!r} has "
+                        f"{size} (config.json vocab_size): the tokenizer does not belong to this model; give the "
+                        "model's own tokenizer with --tokenizer (or leave it out when the model folder holds one)")
+
+
 def run(args) -> int:
     from transformers import AutoModelForCausalLM
 
-    from .cli import load_tokenizer
     from .generators.copy_decode import CopyEditor, Sampling
 
     with open(args.file, encoding="utf-8", newline="") as f:  # newline="": keep \r\n as it is
         document = f.read()
-    model = AutoModelForCausalLM.from_pretrained(_folder(args.model, "model")).eval()
+    model_dir = _folder(args.model, "model")
     tokenizer = load_tokenizer(args.tokenizer or args.model)
-    editor = CopyEditor(model, tokenizer, progress=True)
+    _check_sizes(model_dir, tokenizer, args.tokenizer or args.model)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    editor = CopyEditor(model, tokenizer, progress=None)  # a bar only on a terminal
     result = editor.edit(document, args.instruction, max_new_tokens=args.max_new_tokens, copy_mode=args.copy_mode,
                          monotonic=args.monotonic, speculative=args.speculative,
                          sampling=Sampling(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
@@ -81,10 +91,13 @@ def run(args) -> int:
           f"fast-forwarded tokens"
           + (f", {s.accepted_tokens}/{s.drafted_tokens} drafted tokens kept" if s.drafted_tokens else "")
           + f"; {s.wall_s:.2f}s", file=sys.stderr)
-    if args.output:
+    target = args.file if args.in_place else args.output
+    if target:
         if not result.complete:
-            print("not writing --output: the program is incomplete", file=sys.stderr)
+            print(f"not writing {'--in-place' if args.in_place else '--output'}: the program is incomplete",
+                  file=sys.stderr)
             return 1
-        with open(args.output, "w", encoding="utf-8", newline="") as f:
+        with open(target, "w", encoding="utf-8", newline="") as f:
             f.write(result.text)
+        print(f"wrote {target}", file=sys.stderr)
     return 0 if result.complete else 1

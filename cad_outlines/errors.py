@@ -11,6 +11,7 @@ so ``except ValueError`` keeps working:
 - :class:`ProgramError`: an edit program that does not parse (:class:`ProgramSyntaxError`), is cut off
   (:class:`IncompleteProgramError`) or copies lines the document lacks (:class:`SpanError`).
 - :class:`ServingError`: the serving layer (a malformed request: :class:`RequestError`; an engine failure).
+- :class:`ParameterError`: a parameter out of its range (``Sampling(temperature=-1)``).
 - :class:`ResourceLimitError`: an input that would cost more than a configured limit (time, memory,
   size), naming the limit, the value and how to raise it.
 
@@ -24,7 +25,7 @@ from typing import Any
 __all__ = [
     "CadOutlinesError", "GrammarError", "GrammarCompileError", "LexError", "TokenError", "InvalidTokenError",
     "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "ServingError", "RequestError",
-    "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError",
+    "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError", "ParameterError",
 ]
 
 
@@ -125,13 +126,16 @@ class SpanError(ProgramError):
 
 
 class IncompleteProgramError(ProgramError):
-    """The program was cut off before ``</program>``; the partial result is attached."""
+    """The program was cut off before ``</program>``. ``program`` is what it holds (its
+    ``trailing`` text is the op left unfinished); ``partial_text`` is the text it resolves
+    to, or None where no document was given (parsing alone)."""
 
-    def __init__(self, program: Any, partial_text: str):
+    def __init__(self, program: Any, partial_text: str | None = None, *, detail: str = ""):
         self.program, self.partial_text = program, partial_text
+        n = len(program.ops)
         super().__init__(
-            f"program is incomplete (cut off after {len(program.ops)} ops, before </program>); "
-            "pass partial=True to resolve what it has"
+            f"program ended before </program>{detail} (cut off after {n} op{'s' * (n != 1)}); "
+            "pass partial=True to get what it has"
         )
 
 
@@ -165,6 +169,11 @@ class ResourceLimitError(CadOutlinesError, ValueError):
         self.limit, self.value, self.maximum = limit, value, maximum
         how = self.how = how or f"raise it with Limits({limit}=...)"
         super().__init__(f"{what + ': ' if what else ''}{limit} exceeded ({value} > {maximum}); {how}")
+
+
+class ParameterError(CadOutlinesError, ValueError):
+    """A parameter whose value is out of its range (a negative temperature, a top-p of 0): the
+    message names the parameter, the value and the range."""
 
 
 class CacheFileError(CadOutlinesError, ValueError):

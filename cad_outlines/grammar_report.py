@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .engine.compile import compile_grammar, load_lark
+from .engine.compile import compile_grammar, load_lark, show_progress
 from .engine.compile_profile import CompileProfile
 from .engine.compiled_grammar import CompiledGrammar
 from .engine.store.grammar_analysis import GrammarAnalysis, LRGame
@@ -356,9 +356,11 @@ def rows_by_context(original, streamlined, lexer, ga: GrammarAnalysis, contexts:
 
 def analyze_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None,
                     document: str | None = None, document_tokens: list[int] | None = None,
-                    tokenizer_name: str = "", cache=True, progress: bool = True) -> GrammarReport:
+                    tokenizer_name: str = "", cache=True, progress: bool | None = None) -> GrammarReport:
     """Analyse a grammar for a vocabulary; with `document_tokens` (the document as token
-    ids) also measure decoding with the original and the streamlined store."""
+    ids) also measure decoding with the original and the streamlined store. `progress`:
+    bars on stderr (None, the default: only when stderr is a terminal)."""
+    progress = show_progress(progress)
     prof = CompileProfile()
     raw = compile_grammar(grammar, vocab, start=start, cache=cache, progress=progress, streamline=False,
                          profile=prof).load_objects()

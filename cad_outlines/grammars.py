@@ -12,9 +12,12 @@ A grammar may name its default start rule in a comment line
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from .errors import GrammarError
 
 __all__ = ["GrammarSource", "available_grammars", "grammar_dir", "grammar_path", "grammar_source",
            "load_grammar_text"]
@@ -70,7 +73,17 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
     file, is read (its folder searched first for ``%import``s); a one-line str that is a
     shipped grammar's name (``"python"``, ``"json.lark"``) is that grammar; a one-line str
     ending in ``.lark`` or holding a path separator that is neither raises
-    :class:`FileNotFoundError` listing the shipped grammars; anything else is grammar text."""
+    :class:`FileNotFoundError` listing the shipped grammars; a short one-line str with no ``:``
+    (no rule or terminal definition: a misspelt name, ``"jsno"``) raises
+    :class:`~cad_outlines.errors.GrammarError` with the shipped names closest to it;
+    anything else is grammar text. A grammar with no definitions at all (empty, or only
+    comments) raises :class:`~cad_outlines.errors.GrammarError` saying it is empty; a
+    `grammar` that is neither str nor Path raises TypeError."""
+    if not isinstance(grammar, (str, Path)):
+        got = type(grammar).__name__
+        hint = ": decode it first (grammar.decode('utf-8'))" if isinstance(grammar, (bytes, bytearray)) else ""
+        raise TypeError(f"grammar must be a shipped grammar's name, a .lark path or grammar text (str or Path), "
+                        f"not {got}{hint}")
     if isinstance(grammar, Path) or (isinstance(grammar, str) and "\n" not in grammar
                                      and (grammar.endswith(".lark") or _is_file(grammar)
                                           or _shipped(grammar) is not None)):
@@ -82,9 +95,29 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
                                         f"{', '.join(available_grammars())}")
             path = shipped
         text = path.read_text(encoding="utf-8")
+        _check_not_empty(text, str(path))
         return GrammarSource(text, (str(path.resolve().parent),), path.name, _declared_start(text))
     text = str(grammar)
+    _check_not_empty(text, None)
+    if "\n" not in text.strip() and ":" not in text and len(text.strip()) <= _NAME_LIMIT:
+        close = difflib.get_close_matches(text.strip(), available_grammars(), n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
+        raise GrammarError(f"{text.strip()!r} is not a shipped grammar, a .lark file, or grammar text (it defines "
+                           f"no rule or terminal: no `name: ...`); {hint}grammars shipped by name: "
+                           f"{', '.join(available_grammars())}")
     return GrammarSource(text, (), "grammar", _declared_start(text))
+
+
+_NAME_LIMIT = 100  # a one-line argument this short with no definition in it is a (misspelt) name, not text
+_COMMENT = re.compile(r"//[^\n]*|#[^\n]*")
+
+
+def _check_not_empty(text: str, file: str | None) -> None:
+    """An empty grammar (nothing but blank lines and comments) is refused here, by name,
+    instead of as a missing start rule with no candidates."""
+    if not _COMMENT.sub("", text).strip():
+        raise GrammarError("the grammar is empty: it defines no rules (a grammar needs at least its start rule, "
+                           "e.g. `start: ...`)", file=file)
 
 
 def _is_file(name: str | Path) -> bool:

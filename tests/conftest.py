@@ -1,8 +1,9 @@
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.fixture_data import SKIP_REASON, SMALL, require_shared, shared_data
+from tests.fixture_data import SKIP_REASON, SMALL, USER_CACHE, require_shared, shared_data
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,11 +33,42 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """One line for every test skipped for want of the shared data: how many, and how to run them."""
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if SKIP_REASON in str(r.longrepr)]
     if skipped:
-        where = REPO.parent / "shared" / "data"
+        env = os.environ.get("CAD_OUTLINES_DATA")
+        where = f"CAD_OUTLINES_DATA={env}" if env else REPO.parent / "shared" / "data"
         terminalreporter.write_line(
             f"{len(skipped)} tests skipped: they need the shared data folder (real tokenizers, edit corpora), "
             f"not found at {where}; to run them, put it there or set CAD_OUTLINES_DATA=/path/to/data and run the "
             "same command", yellow=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """The tests compile grammars into a session temp folder, not the user's ~/.cache/cad_outlines:
+    ``CAD_OUTLINES_CACHE`` is set for this process and so for every subprocess it starts (the CLI,
+    studies, the vLLM server), unless the user set it."""
+    if USER_CACHE:
+        yield Path(USER_CACHE)
+        return
+    folder = tmp_path_factory.mktemp("cad_outlines_cache")
+    os.environ["CAD_OUTLINES_CACHE"] = str(folder)
+    try:
+        yield folder
+    finally:
+        os.environ.pop("CAD_OUTLINES_CACHE", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _library_log_handlers():
+    """transformers' log handler writes to the sys.stderr of the moment it is made: made inside a test's
+    capsys, it writes to a closed stream in every later test (a "--- Logging error --- Traceback" in
+    their stderr). Made here, it writes to the session's stream."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    hf_logging.get_logger("transformers")
+    yield
 
 
 @pytest.fixture(scope="session", autouse=True)

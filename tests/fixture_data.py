@@ -18,10 +18,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "tests" / "data"
 SKIP_REASON = "needs the shared data folder (../shared/data or CAD_OUTLINES_DATA)"
+USER_CACHE = os.environ.get("CAD_OUTLINES_CACHE") or None  # as the user started the tests (conftest.py sets one)
 
 
 def shared_data() -> Path | None:
-    """``$CAD_OUTLINES_DATA`` or ``../shared/data`` beside the repository, if it is there."""
+    """``$CAD_OUTLINES_DATA`` or ``../shared/data`` beside the repository, if it is there. A
+    ``$CAD_OUTLINES_DATA`` naming a folder that does not exist means no shared data, even with
+    ``../shared/data`` present (``.ci/run`` runs the suite so, as a fresh clone would)."""
     env = os.environ.get("CAD_OUTLINES_DATA")
     path = Path(env) if env else REPO.parent / "shared" / "data"
     return path if path.is_dir() else None

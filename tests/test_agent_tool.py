@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from cad_outlines import IncompleteProgramError, ProgramSyntaxError, SpanError, edit_tool, extract_program, resolve_text
+from cad_outlines import (Copy, IncompleteProgramError, ProgramSyntaxError, SpanError, edit_tool, extract_program,
+                          resolve_text)
 
 DOC = "a = 1\nb = 2\nc = 3\n"
 ANSWER = ('Here is the edit:\n```xml\n<program>\n<copy lines="1-1"/>\n<gen>b = 20\n</gen>\n<copy lines="3-3"/>\n'
@@ -26,8 +27,9 @@ def test_resolve_text_errors_name_what_is_wrong():
         resolve_text("I cannot do that.", DOC)
     with pytest.raises(SpanError, match='copy lines="2-7" ends after the last line'):
         resolve_text('<program><copy lines="2-7"/></program>', DOC)
-    with pytest.raises(ProgramSyntaxError, match="program ended before </program>"):
+    with pytest.raises(IncompleteProgramError, match="program ended before </program>") as info:
         resolve_text('<program><copy lines="1-1"/>', DOC)
+    assert info.value.partial_text == "a = 1\n" and info.value.program.ops == (Copy(1, 1),)
     assert resolve_text('<program><copy lines="1-1"/>', DOC, partial=True) == "a = 1\n"
     assert issubclass(IncompleteProgramError, ValueError)
 
@@ -94,3 +96,12 @@ def test_handler_with_a_local_copy_as_decode_editor(editor):
 def test_editor_must_be_an_editor_or_callable():
     with pytest.raises(TypeError, match="CopyEditor or a callable"):
         edit_tool(42)
+
+
+def test_handler_names_a_wrong_type_instead_of_crashing_inside():
+    _, handler = edit_tool(lambda prompt: ANSWER)
+    for kwargs, words in (({"document": b"a = 1\n"}, "document must be a string, not bytes"),
+                          ({"path": 3}, "path must be a string, not int"),
+                          ({"document": None, "path": None}, "give exactly one of document")):
+        out = handler(instruction="x", **kwargs)
+        assert not out["ok"] and words in out["error"], out

@@ -3,12 +3,14 @@ user's mistake, a traceback only with --debug, and the messages that were missin
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
 from cad_outlines import __version__, compile_grammar
 from cad_outlines import cli
 from cad_outlines.cli import main
+from cad_outlines.errors import CadOutlinesError
 from tests.fixture_data import SMALL, require_shared
 
 GPT2 = SMALL / "tokenizers" / "gpt2"
@@ -65,11 +67,60 @@ def test_start_help_says_what_the_default_is(capsys):
     assert "grammar's first" not in out and "else `start`" in out
 
 
-def test_study_after_a_wheel_install_says_where_studies_run(capsys, monkeypatch):
-    """`cad-outlines study roundtrip` answered `invalid choice: 'roundtrip' (choose from )`."""
-    monkeypatch.setattr(cli, "_studies", lambda: {})
+def test_study_outside_a_checkout_says_where_studies_run(capsys, monkeypatch, tmp_path):
+    """`cad-outlines study roundtrip` answered `invalid choice: 'roundtrip' (choose from )` after a wheel
+    install; it now runs `python -m analysis` in the checkout holding the current folder, and there is none."""
+    monkeypatch.chdir(tmp_path)
     code = main(["study", "roundtrip"])
-    one_line_error(capsys, code, "studies run from a source checkout", "pip install -e .", "CAD_OUTLINES_DATA")
+    one_line_error(capsys, code, "studies run from a source checkout", "python -m analysis NAME", "pip install -e .",
+                   "CAD_OUTLINES_DATA", str(tmp_path))
+
+
+def test_study_runs_python_m_analysis_in_the_checkout(monkeypatch, tmp_path):
+    """The installed package put the checkout on sys.path and imported analysis/; now it runs a subprocess
+    with the same interpreter, from the checkout that holds the current folder (here a subfolder of it)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    repo = cli.find_checkout(Path(__file__).parent)
+    assert repo == Path(__file__).resolve().parent.parent
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, cwd: calls.append((cmd, cwd)) or SimpleNamespace(returncode=3))
+    monkeypatch.chdir(repo / "tests")
+    assert main(["study", "roundtrip", "--jsonl", "x.jsonl", "--debug"]) == 3
+    assert calls == [([sys.executable, "-m", "analysis", "roundtrip", "--jsonl", "x.jsonl", "--debug"], repo)]
+
+
+def test_the_package_never_imports_analysis_or_edits_sys_path():
+    """cli.py put the checkout on sys.path to import analysis/ (issue 20)."""
+    import ast
+
+    for path in sorted((Path(cli.__file__).parent).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            assert not [n for n in names if n.split(".")[0] in ("analysis", "tests")], (path, node.lineno)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                target = ast.unparse(node.func.value)
+                assert not (target == "sys.path" and node.func.attr in ("insert", "append", "extend")), (
+                    path, node.lineno)
+
+
+def test_cli_modules_import_only_downward():
+    """cli.py <-> demo.py / edit_cli.py imported each other (UserError, load_tokenizer): the shared
+    pieces live in cli_common.py, which imports none of them."""
+    import ast
+
+    pkg = Path(cli.__file__).parent
+
+    def imports(name: str) -> set[str]:
+        tree = ast.parse((pkg / f"{name}.py").read_text(encoding="utf-8"))
+        return {n.module.lstrip(".") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    assert not imports("demo") & {"cli"} and not imports("edit_cli") & {"cli"}
+    assert not imports("cli_common") & {"cli", "demo", "edit_cli"}
+    assert cli.UserError is __import__("cad_outlines.cli_common", fromlist=["UserError"]).UserError
+    assert issubclass(cli.UserError, CadOutlinesError)
 
 
 def test_demo_unknown_example_lists_the_names(capsys):
@@ -148,3 +199,118 @@ def test_llama2_sentencepiece_tokenizer_in_the_cli(which, capsys, tmp_path, monk
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "llama2_sentencepiece" in captured.out and "Identical masks at" in captured.out
+
+
+# --- issue 21: tracebacks where one line and exit 2 were promised ----------------------------------------
+
+@pytest.mark.parametrize("text, words", [
+    ('start: A\nA "x"\n', ["g.lark:2:3", "syntax error", "unexpected STRING", "expected one of"]),  # was 70 lines
+    ("start: A\nA: /[/\n", ["g.lark", "terminal A", "'['", "unterminated character set"]),  # regex error
+    ("// nothing\n", ["g.lark", "the grammar is empty"]),  # said `rules that could start: ;`
+])
+def test_analyze_on_a_broken_grammar_is_one_line(text, words, capsys, tmp_path):
+    grammar = tmp_path / "g.lark"
+    grammar.write_text(text)
+    code = main(["analyze", str(grammar), "--tokenizer", str(GPT2), "--no-cache", "--out", str(tmp_path)])
+    one_line_error(capsys, code, *words)
+
+
+def test_analyze_with_a_misspelt_grammar_name(capsys, tmp_path):
+    code = main(["analyze", "jsno", "--tokenizer", str(GPT2), "--no-cache", "--out", str(tmp_path)])
+    one_line_error(capsys, code, "'jsno'", "did you mean 'json'?", "copy_edit, json, python, sql")
+
+
+def test_lark_and_regex_errors_that_escape_the_engine_are_one_line(capsys, monkeypatch, tmp_path):
+    """Whatever the engine lets through from lark or the regex module is still one line, naming the grammar."""
+    import lark
+    import regex
+
+    from cad_outlines import grammar_report
+
+    grammar = tmp_path / "g.lark"
+    grammar.write_text('start: A\nA: "a"\n')
+    for error in (lark.exceptions.UnexpectedToken(lark.Token("X", "x"), {"COLON"}), regex.error("bad escape")):
+        def boom(*args, **kwargs):
+            raise error
+        monkeypatch.setattr(grammar_report, "analyze_grammar", boom)
+        code = main(["analyze", str(grammar), "--tokenizer", str(GPT2), "--out", str(tmp_path)])
+        one_line_error(capsys, code, "g.lark")
+
+
+MODEL = SMALL / "models" / "stories260K_hf"
+
+
+def test_edit_with_a_tokenizer_that_is_not_the_models(capsys, tmp_path):
+    """`edit --tokenizer gpt2` with the 512-token model said `model_vocab_size 512 < tokenizer size 50257` in a
+    traceback, after loading the model."""
+    doc = tmp_path / "d.txt"
+    doc.write_text("a\n")
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--tokenizer", str(GPT2)])
+    one_line_error(capsys, code, "has 50257 tokens", "has 512 (config.json vocab_size)",
+                   "does not belong to this model", "--tokenizer")
+
+
+@pytest.mark.parametrize("flag, value, words", [
+    ("--temperature", "nan", "must be a finite number >= 0"),  # was RuntimeError: probability tensor contains nan
+    ("--temperature", "-1", "must be a finite number >= 0"),  # was accepted
+    ("--temperature", "inf", "must be a finite number >= 0"),
+    ("--temperature", "warm", "a number expected, not 'warm'"),
+    ("--top-p", "0", "must be in (0, 1]"),  # was RuntimeError: probability tensor contains ...
+    ("--top-p", "2", "must be in (0, 1]"),  # was accepted
+    ("--top-p", "-1", "must be in (0, 1]"),
+    ("--seed", "-1", "must be at least 0, not -1"),  # was accepted
+    ("--seed", "1.5", "an integer expected, not '1.5'"),
+])
+def test_edit_refuses_sampling_values_out_of_range(flag, value, words, capsys, tmp_path):
+    doc = tmp_path / "d.txt"
+    doc.write_text("a\n")
+    with pytest.raises(SystemExit) as info:
+        main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), flag, value])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err
+    assert f"argument {flag}: {words}" in err, err
+
+
+def test_edit_help_says_what_is_written(capsys):
+    """`edit`'s help said the file is "read and written" but only --output was ever written."""
+    with pytest.raises(SystemExit):
+        main(["edit", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "read and written" not in out
+    assert "never changed unless --in-place" in out and "--in-place" in out and "--output" in out
+
+
+@pytest.mark.parametrize("cut_off", [False, True])
+def test_edit_in_place_writes_the_file_only_when_the_program_completed(cut_off, capsys, tmp_path, monkeypatch):
+    from cad_outlines.generators.copy_decode import CopyEditor
+
+    before = "Once upon a time.\r\nThe cat liked milk.\r\nThe end.\r\n"
+    program = '<copy lines="1-1"/>\n<gen>The cat liked fish.\r\n</gen>\n<copy lines="3-3"/>\n</program>'
+    plain_edit = CopyEditor.edit
+    monkeypatch.setattr(CopyEditor, "edit", lambda self, document, instruction, **kw: plain_edit(
+        self, document, instruction, script=program, max_new_tokens=5 if cut_off else 10**6))
+    doc = tmp_path / "story.txt"
+    doc.write_bytes(before.encode())
+    code = main(["edit", str(doc), "--instruction", "fish", "--model", str(MODEL), "--in-place"])
+    err = capsys.readouterr().err
+    if cut_off:
+        assert code == 1 and "not writing --in-place: the program is incomplete" in err
+        assert doc.read_bytes() == before.encode()
+    else:
+        assert code == 0, err
+        assert doc.read_bytes() == before.replace("milk", "fish").encode() and f"wrote {doc}" in err
+    with pytest.raises(SystemExit) as info:  # one place to write, not two
+        main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--in-place", "--output", "o.txt"])
+    assert info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("which", ["missing", "folder", "not-json"])
+def test_demo_with_a_bad_tokenizer_is_one_line(which, capsys, tmp_path):
+    """`demo --tokenizer /nonexistent --no-model` raised `Exception: No such file or directory`."""
+    path = {"missing": tmp_path / "nonexistent", "folder": tmp_path, "not-json": tmp_path / "tokenizer.json"}[which]
+    if which == "not-json":
+        path.write_text("not json")
+    code = main(["demo", "--tokenizer", str(path), "--no-model"])
+    words = {"missing": ["nonexistent", "no such file or folder"], "folder": ["no tokenizer.json in that folder"],
+             "not-json": ["tokenizer.json", "not a tokenizer.json the tokenizers library can read"]}[which]
+    one_line_error(capsys, code, *words)

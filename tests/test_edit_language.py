@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cad_outlines import Copy, EditProgram, Gen, ProgramSyntaxError, gen_ops, load_grammar_text, parse_program
+from cad_outlines import (Copy, EditProgram, Gen, IncompleteProgramError, ProgramSyntaxError, gen_ops,
+                          load_grammar_text, parse_program)
+from cad_outlines.errors import ProgramError
 from cad_outlines.edits import ProgramScanner
 
 
@@ -70,8 +72,6 @@ def test_gen_rejects_close_tag():
         ("<gen>a</gen>\n\n</program>", 13, "second newline"),
         ("hello</program>", 0, "expected"),
         ("</program>x", 10, "after </program>"),
-        ("<gen>abc", 8, "unclosed gen"),
-        ('<copy lines="1-2"/>', 19, "ended before"),
     ],
 )
 def test_syntax_errors_give_position(text, pos, message):
@@ -79,6 +79,23 @@ def test_syntax_errors_give_position(text, pos, message):
         parse_program(text)
     assert info.value.pos == pos
     assert info.value.line == text.count("\n", 0, pos) + 1
+
+
+@pytest.mark.parametrize("text, ops, trailing, detail", [
+    ("<gen>abc", (), "<gen>abc", "inside an unclosed gen op"),
+    ('<copy lines="1-2"/>', (Copy(1, 2),), "", ""),
+    ('<program><copy lines="1-2"/>\n<gen>x</gen><copy lines="3-', (Copy(1, 2), Gen("x")), '<copy lines="3-', ""),
+])
+def test_a_cut_off_program_raises_incomplete_program_error(text, ops, trailing, detail):
+    """docs/edit_language.md says a cut-off program raises IncompleteProgramError; parse_program raised
+    ProgramSyntaxError. It is a ProgramError (not a syntax error) and carries what was read."""
+    with pytest.raises(IncompleteProgramError, match="program ended before </program>") as info:
+        parse_program(text)
+    assert isinstance(info.value, ProgramError) and not isinstance(info.value, ProgramSyntaxError)
+    assert detail in str(info.value) and f"cut off after {len(ops)} op" in str(info.value)
+    assert info.value.program.ops == ops and info.value.program.trailing == trailing
+    assert info.value.partial_text is None  # no document: nothing resolved
+    assert parse_program(text, partial=True) == info.value.program
 
 
 def test_syntax_error_line_and_column():
@@ -89,7 +106,7 @@ def test_syntax_error_line_and_column():
 
 def test_lark_agrees_on_rejections(lark_parser):
     for bad in ['<copy lines="0-3"/></program>', "<gen>a</gen>\n\n</program>", "x</program>", '<copy lines="1-2"/>']:
-        with pytest.raises(ProgramSyntaxError):
+        with pytest.raises(IncompleteProgramError if bad.endswith("/>") else ProgramSyntaxError):
             parse_program(bad)
         with pytest.raises(lark.exceptions.LarkError):
             lark_parser.parse(bad)

@@ -3,7 +3,7 @@
 
 import pytest
 
-from cad_outlines import ProgramSyntaxError, SpanError, parse_program, resolve
+from cad_outlines import IncompleteProgramError, ProgramSyntaxError, SpanError, parse_program, resolve
 from cad_outlines.cli import main
 from cad_outlines.generators.copy_decode import CopyEditor
 from tests.fixture_data import SMALL
@@ -26,7 +26,7 @@ def test_execute_rejects_text_after_the_program_and_bad_spans(editor):
     """`execute` accepted text after `</program>`."""
     with pytest.raises(ProgramSyntaxError, match="text after </program>"):
         editor.execute(DOC, '<copy lines="1-4"/></program> and more')
-    with pytest.raises(ProgramSyntaxError, match="program ended before </program>"):
+    with pytest.raises(IncompleteProgramError, match="program ended before </program>"):
         editor.execute(DOC, '<copy lines="1-4"/>')
     with pytest.raises(SpanError, match="ends after the last line"):
         editor.execute(DOC, '<copy lines="1-9"/></program>')
@@ -52,7 +52,9 @@ def test_a_run_stops_at_the_model_context(editor):
     assert not result.complete and result.stop_reason == "context_length"
     # the last token was chosen, but the forward that would feed it did not fit
     assert s.prompt_tokens + (s.generated_tokens - 1) + s.fast_forwarded_tokens + s.copied_tokens == 512
-    assert result.text == DOC.splitlines(True)[0]  # the unclosed gen op is in the program, not (yet) in the text
+    # the text holds what the program wrote, the unclosed gen op's text included (as stream() passed it on)
+    assert result.text.startswith(DOC.splitlines(True)[0] + "and the cat ran. and the cat")
+    assert result.text == resolve(result.program_text, DOC, partial=True)
     assert result.program_text.startswith('<program><copy lines="1-1"/>\n<gen>and the cat ran. and the cat')
     # teacher-forced execution measures forwards, so it does not stop (the model's predictions are unused)
     assert editor.execute(DOC, LONG).complete

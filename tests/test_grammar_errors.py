@@ -112,7 +112,7 @@ def test_rules_that_never_end_are_an_empty_language(vocab):
 
 @pytest.mark.parametrize("text, where, says", [
     ("start: A\nA: /[/\n", "terminal A", "invalid regex '['"),  # was regex._regex_core.error, terminal unnamed
-    ("start A\n", "line 1, column 7", "missing colon"),  # was lark.exceptions.GrammarError
+    ("start A\nb: \"x\"\n", "line 1, column 7", "missing colon"),  # was lark.exceptions.GrammarError
     ("start: a b\na: \"x\"\n", "rule b", "used but not defined"),
     ("start: (\n", "line 1, column", "unclosed parenthesis"),  # lark's syntax errors
 ])

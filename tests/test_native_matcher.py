@@ -107,7 +107,7 @@ def test_batch_equals_single_calls(grammar, vocab):
         states = list(walk_both(grammar, seed, steps=1 + seed * 3))
         ms.append(states[-1][0].fork())
     batch = allocate_token_bitmask(len(ms) + 2, vocab.size)
-    batch[:] = -1
+    assert (batch == -1).all()  # all allowed until filled, as llguidance's
     rows = [i + 1 for i in range(len(ms))]  # rows 0 and last are left as they are
     fill_next_token_bitmask_batch(ms, batch, rows)
     for m, row in zip(ms, rows):
@@ -206,7 +206,7 @@ def test_apply_token_bitmask_inplace_masks_exactly():
     rng = np.random.default_rng(0)
     vocab, width = 70, 75  # logits wider than the bitmask's vocabulary: the extra ids are disallowed
     allowed = rng.random((3, vocab)) < 0.3
-    bitmask = allocate_token_bitmask(3, vocab)
+    bitmask = np.zeros_like(allocate_token_bitmask(3, vocab))
     for i in range(3):
         for t in np.flatnonzero(allowed[i]):
             bitmask[i, t // 32] |= np.uint32(1 << (t % 32)).view(np.int32)

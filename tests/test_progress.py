@@ -34,3 +34,40 @@ def test_analysis_steps_are_shown(capsys, tmp_path):
         assert step in err, step
     quiet = analyze_grammar("json", ToyVocab.make(), cache=tmp_path, progress=False)
     assert quiet.steps and capsys.readouterr().err == ""
+
+
+def test_library_calls_are_quiet_unless_stderr_is_a_terminal_or_asked(capsys, tmp_path, monkeypatch):
+    """compile_grammar (and through it cfg_generator, analyze_grammar) drew bars by default, into logs too."""
+    import io
+    import sys
+
+    from cad_outlines import compile_grammar
+
+    compile_grammar("json", ToyVocab.make(), cache=False)  # captured stderr: not a terminal
+    analyze_grammar("json", ToyVocab.make(), cache=tmp_path)
+    assert capsys.readouterr().err == ""
+    compile_grammar("json", ToyVocab.make(), cache=False, progress=True)  # asked: drawn anyway
+    assert "compile" in capsys.readouterr().err
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert compile_module.show_progress(None) and not compile_module.show_progress(False)
+    compile_grammar("json", ToyVocab.make(), cache=False)
+    assert "compile" in terminal.getvalue()
+
+
+def test_analyze_command_draws_no_bar_into_a_log(capsys, tmp_path, monkeypatch):
+    """`cad-outlines analyze`'s bar printed also when stderr was not a terminal."""
+    from cad_outlines.cli import main
+    from tests.fixture_data import SMALL
+
+    gpt2 = str(SMALL / "tokenizers" / "gpt2")
+    monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path / "cache"))
+    assert main(["analyze", "json", "--tokenizer", gpt2, "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["analyze", "json", "--tokenizer", gpt2, "--out", str(tmp_path), "--progress"]) == 0
+    assert "analysis" in capsys.readouterr().err

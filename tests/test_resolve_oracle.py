@@ -38,11 +38,17 @@ def test_bad_spans_name_span_and_length(op, n, words):
 
 
 def test_incomplete_program_is_not_resolved_as_complete():
+    """The text of a gen op left open counts, as the streaming resolver passes it on (it was dropped)."""
     program = parse_program('<copy lines="1-1"/><gen>x', partial=True)
     with pytest.raises(IncompleteProgramError) as info:
         resolve(program, DOC)
-    assert info.value.partial_text == "one\n"
-    assert resolve(program, DOC, partial=True) == "one\n"
+    assert info.value.partial_text == "one\nx" and info.value.program == program
+    assert resolve(program, DOC, partial=True) == "one\nx"
+    # a tail that may still become </gen> is held back, as StreamingResolver holds it
+    assert resolve('<copy lines="1-1"/><gen>x</ge', DOC, partial=True) == "one\nx"
+    assert resolve('<copy lines="1-1"/><copy lines="2-', DOC, partial=True) == "one\n"
+    streamed = StreamingResolver(DOC)
+    assert streamed.feed('<copy lines="1-1"/><gen>x</ge') == resolve('<copy lines="1-1"/><gen>x</ge', DOC, partial=True)
 
 
 def test_streaming_resolver_yields_as_ops_arrive():

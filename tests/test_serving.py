@@ -317,6 +317,13 @@ class TestHTTPServer:
         assert list(partial.program.ops)[:1] == [Copy(1, 1)] and "partial program" in str(info.value)
 
 
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 # -- in-process LLM ---------------------------------------------------------------------------
 @pytest.fixture(scope="class")
 def llm(tiny_model, tmp_path_factory):
@@ -324,13 +331,14 @@ def llm(tiny_model, tmp_path_factory):
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
+    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
     os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm"))
     try:
         llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
         yield llm
         llm.llm_engine.engine_core.shutdown()
     finally:
-        os.environ.pop("CAD_OUTLINES_CACHE", None)
+        _restore_env("CAD_OUTLINES_CACHE", previous_cache)
 
 
 class TestLLM:
@@ -359,6 +367,7 @@ def engine(tiny_model, tmp_path_factory):
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
+    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
     os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_async"))
     loop = asyncio.new_event_loop()
     try:
@@ -371,7 +380,7 @@ def engine(tiny_model, tmp_path_factory):
         engine.shutdown()
     finally:
         loop.close()
-        os.environ.pop("CAD_OUTLINES_CACHE", None)
+        _restore_env("CAD_OUTLINES_CACHE", previous_cache)
 
 
 class TestAsyncLLM:

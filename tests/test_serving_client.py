@@ -206,6 +206,7 @@ def test_forced_runs_go_into_the_next_prompt_in_one_step(setup):
     (plain, e0), (merged, e2), (every, e1) = runs[0], runs[2], runs[1]
     for r in (plain, merged, every):
         assert r.complete and r.text == AFTER and r.program_text == plain.program_text
+    assert plain.program_text.startswith("<program>") and plain.program_text.endswith("</program>")  # as README says
     assert merged.stats.forced_runs > plain.stats.forced_runs and every.stats.forced_runs >= merged.stats.forced_runs
     # every forced token came in a prompt, none was decoded; each run cost one EOS step instead
     moved = merged.stats.fast_forwarded_tokens - plain.stats.fast_forwarded_tokens

@@ -9,7 +9,8 @@ not end it). :func:`resolve_text` then parses it strictly and resolves it.
 
 from __future__ import annotations
 
-from .program import GEN_OPEN, PROGRAM_END, PROGRAM_START, COPY_OPEN, EditProgram, ProgramSyntaxError, parse_program
+from .program import (COPY_OPEN, GEN_OPEN, PROGRAM_END, PROGRAM_START, EditProgram, ProgramSyntaxError, parse_program,
+                      require_text)
 from .resolve import resolve
 
 __all__ = ["extract_program", "program_from_answer", "resolve_text"]
@@ -21,6 +22,7 @@ def extract_program(answer: str) -> str:
     """The program text in `answer`, from ``<program>`` (added if the answer starts at
     the first op) through its ``</program>``; text around it is dropped. Raises
     :class:`~.program.ProgramSyntaxError` if there is no program in it."""
+    require_text(answer, "answer", "extract_program")
     start = answer.find(PROGRAM_START)
     if start < 0:
         firsts = [i for i in (answer.find(COPY_OPEN), answer.find(GEN_OPEN), answer.find(PROGRAM_END)) if i >= 0]
@@ -50,5 +52,9 @@ def resolve_text(answer: str, document: str, *, partial: bool = False) -> str:
     for programs written by any model (e.g. a hosted API model prompted with
     :func:`~cad_outlines.generators.copy_decode.build_prompt`). Raises
     :class:`~.program.ProgramSyntaxError`, :class:`~.resolve.SpanError` or
-    :class:`~.resolve.IncompleteProgramError` (unless `partial`) naming what is wrong."""
-    return resolve(program_from_answer(answer, partial=partial), document, partial=partial)
+    :class:`~.resolve.IncompleteProgramError` (unless `partial`; it carries the program and the
+    text it resolves to) naming what is wrong; a non-str `answer` or `document` raises TypeError.
+    With `partial`, a cut-off program gives the text it reached, a gen op left open included."""
+    require_text(answer, "answer", "resolve_text")
+    require_text(document, "document", "resolve_text")
+    return resolve(program_from_answer(answer, partial=True), document, partial=partial)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ..errors import ProgramSyntaxError
+from ..errors import IncompleteProgramError, ProgramSyntaxError
 
 __all__ = [
     "Copy",
@@ -20,6 +20,7 @@ __all__ = [
     "EditProgram",
     "ProgramSyntaxError",
     "ProgramScanner",
+    "IncompleteProgramError",
     "parse_program",
     "gen_ops",
     "PROGRAM_START",
@@ -118,6 +119,31 @@ class EditProgram:
 
     def __iter__(self) -> Iterator[Op]:
         return iter(self.ops)
+
+
+def require_text(value: object, parameter: str, function: str) -> str:
+    """`value` if it is a str; else a TypeError naming the function, the parameter, the type
+    received and what is expected (bytes: decode them first)."""
+    if isinstance(value, str):
+        return value
+    got = type(value).__name__
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"{function}: {parameter} must be str, not {got}: decode it first "
+                        f"({parameter}.decode('utf-8'))")
+    raise TypeError(f"{function}: {parameter} must be str, not {got}")
+
+
+def unfinished_gen_text(trailing: str) -> str:
+    """The body text of a gen op cut off in `trailing` (an :class:`EditProgram`'s unfinished
+    op), without a tail that could still begin ``</gen>``: what a streaming reader has
+    already passed on. Empty when the unfinished op is not a gen op."""
+    if not trailing.startswith(GEN_OPEN):
+        return ""
+    body = trailing[len(GEN_OPEN):]
+    for k in range(min(len(GEN_CLOSE) - 1, len(body)), 0, -1):
+        if GEN_CLOSE.startswith(body[len(body) - k:]):
+            return body[:len(body) - k]
+    return body
 
 
 _COPY_RE = re.compile(r'<copy lines="([1-9][0-9]*)-([1-9][0-9]*)"/>')
@@ -247,24 +273,24 @@ class ProgramScanner:
 
     def close(self, *, partial: bool = False) -> EditProgram:
         """The program read so far. Unless `partial`, it must have ended with
-        ``</program>``."""
+        ``</program>``: else :class:`~cad_outlines.errors.IncompleteProgramError` carrying
+        the program read so far."""
+        program = EditProgram(self.ops, complete=self.done, trailing="" if self.done else self.pending_text())
         if not self.done and not partial:
-            raise ProgramSyntaxError(
-                f"program ended before {PROGRAM_END}"
-                + (" (inside an unclosed gen op)" if self._in_gen else ""),
-                self.text,
-                len(self.text),
-            )
-        return EditProgram(self.ops, complete=self.done, trailing="" if self.done else self.pending_text())
+            raise IncompleteProgramError(program, detail=" (inside an unclosed gen op)" if self._in_gen else "")
+        return program
 
 
 def parse_program(text: str, *, partial: bool = False) -> EditProgram:
     """Parse program text, with or without its leading ``<program>``.
 
-    Raises :class:`ProgramSyntaxError` with the offending position. With `partial`, a
-    text cut off before ``</program>`` returns the ops completed so far and
-    ``complete=False`` instead of raising.
+    Raises :class:`ProgramSyntaxError` with the offending position, and
+    :class:`~cad_outlines.errors.IncompleteProgramError` (its ``program`` holds the ops read)
+    for a text cut off before ``</program>``; with `partial` such a text returns the ops
+    completed so far and ``complete=False`` instead. A `text` that is not a str raises
+    TypeError.
     """
+    require_text(text, "text", "parse_program")
     scanner = ProgramScanner(expect_header=text.startswith(PROGRAM_START))
     scanner.feed(text)
     return scanner.close(partial=partial)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import IncompleteProgramError, SpanError
 from .lines import split_lines
-from .program import EditProgram, Gen, Op, ProgramScanner, parse_program
+from .program import EditProgram, Gen, Op, ProgramScanner, parse_program, require_text, unfinished_gen_text
 
 __all__ = ["SpanError", "IncompleteProgramError", "resolve", "resolve_op", "StreamingResolver", "iter_resolve"]
 
@@ -26,14 +26,21 @@ def resolve(program: EditProgram | str, document: str, *, partial: bool = False)
     :func:`~.program.parse_program`, with or without ``<program>``; see
     :func:`resolve_text` for a model's whole answer). Raises
     :class:`~.program.ProgramSyntaxError` for malformed text, :class:`SpanError` for a
-    span outside the document and :class:`IncompleteProgramError` for a cut-off program
-    unless `partial` is set."""
+    span outside the document and :class:`IncompleteProgramError` (carrying the program and
+    the text it resolves to) for a cut-off program unless `partial` is set. A cut-off
+    program's text includes the body of a gen op it left open (as
+    :class:`StreamingResolver` passes it on)."""
     if isinstance(program, str):
-        program = parse_program(program, partial=partial)
+        program = parse_program(program, partial=True)
     elif not isinstance(program, EditProgram):
-        raise TypeError(f"program must be an EditProgram or program text, not {type(program).__name__}")
+        if isinstance(program, (bytes, bytearray)):
+            require_text(program, "program", "resolve")
+        raise TypeError(f"resolve: program must be an EditProgram or program text (str), not {type(program).__name__}")
+    require_text(document, "document", "resolve")
     lines = split_lines(document)
     text = "".join(resolve_op(op, lines) for op in program.ops)
+    if not program.complete:
+        text += unfinished_gen_text(program.trailing)
     if not program.complete and not partial:
         raise IncompleteProgramError(program, text)
     return text
@@ -52,6 +59,7 @@ class StreamingResolver:
     _out: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
+        require_text(self.document, "document", "StreamingResolver")
         self._lines = split_lines(self.document)
         self._scanner = ProgramScanner(expect_header=self.expect_header)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
 import warnings
@@ -37,6 +38,14 @@ FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 FLAT_VERSION = "3"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
+
+
+def show_progress(progress: bool | None) -> bool:
+    """Whether to draw progress bars: as asked, else (None) only when stderr is a terminal."""
+    if progress is not None:
+        return bool(progress)
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def cache_dir() -> Path:
@@ -116,7 +125,7 @@ def cached_path(grammar: str | Path, vocab: Vocabulary, *, start: str | None = N
 
 
 def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None = None, import_paths=(),
-                    postlex="auto", cache: bool | str | Path = True, progress: bool = True,
+                    postlex="auto", cache: bool | str | Path = True, progress: bool | None = None,
                     streamline: bool = True, lazy: bool = False, profile: CompileProfile | None = None,
                     limits: Limits | None = None) -> CompiledGrammar:
     """Compile a Lark grammar for a vocabulary.
@@ -134,7 +143,8 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     rows are not streamlined), so a new grammar is usable after its grammar-only phases
     (lark, terminal automata, parse tables, the lexer's byte automaton). `profile` (a
     :class:`~.compile_profile.CompileProfile`)
-    gets the time and peak memory of every phase of a build. Raises
+    gets the time and peak memory of every phase of a build. `progress`: bars on stderr
+    (None, the default: only when stderr is a terminal). Raises
     :class:`~cad_outlines.engine.frontend.terminals.GrammarCompileError` naming the terminal for a
     construct that cannot be compiled or never matches, and naming the rule for a missing
     start rule or an empty language. `limits` (:class:`~cad_outlines.limits.Limits`, default
@@ -144,7 +154,7 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     """
     with enforcing(limits):
         return _compile_grammar(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex, cache=cache,
-                                progress=progress, streamline=streamline, lazy=lazy, profile=profile)
+                                progress=show_progress(progress), streamline=streamline, lazy=lazy, profile=profile)
 
 
 def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,

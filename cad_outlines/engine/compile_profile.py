@@ -71,8 +71,8 @@ class CompileProfile:
         if progress:
             from tqdm.auto import tqdm
 
-            # on a terminal only (disable=None): a log or a captured stream gets no bar lines
-            self._bar = tqdm(desc="compile", total=planned, unit="phase", leave=False, disable=None)
+            # asked for (compile_grammar decides: progress=None draws it only on a terminal)
+            self._bar = tqdm(desc="compile", total=planned, unit="phase", leave=False)
 
     def finish(self) -> None:
         if self._bar is not None:

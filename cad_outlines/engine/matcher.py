@@ -26,8 +26,9 @@ __all__ = ["Matcher", "InvalidTokenError", "fill_next_token_bitmask_batch", "all
 
 
 def allocate_token_bitmask(batch: int, vocab_size: int) -> np.ndarray:
-    """A zeroed int32 bitmask of shape (batch, ceil(vocab_size / 32)): llguidance's layout."""
-    return np.zeros((batch, (vocab_size + 31) // 32), dtype=np.int32)
+    """An int32 bitmask of shape (batch, ceil(vocab_size / 32)), every bit set (-1: every token
+    allowed): llguidance's layout and initial value, so a row no matcher fills masks nothing."""
+    return np.full((batch, (vocab_size + 31) // 32), -1, dtype=np.int32)
 
 
 def unpack_bitmask(words: np.ndarray, vocab_size: int) -> np.ndarray:
@@ -176,7 +177,8 @@ def fill_next_token_bitmask_batch(matchers: Sequence[Matcher | None], bitmask: n
                                   rows: Sequence[int] | None = None) -> None:
     """Fill row ``rows[i]`` (default i) of `bitmask` with ``matchers[i]``'s mask, the whole
     batch in one native call on a thread pool sized to the cores, the GIL released.
-    ``None`` entries are skipped (their rows are left as they are)."""
+    ``None`` entries are skipped: their rows are left as they are (all-allowed in a fresh
+    :func:`allocate_token_bitmask`, as llguidance leaves a row no matcher fills)."""
     if bitmask.dtype != np.int32 or bitmask.ndim != 2 or not bitmask.flags.c_contiguous:
         raise ValueError("bitmask must be a C-contiguous 2-D int32 array (batch, words)")
     if rows is None:

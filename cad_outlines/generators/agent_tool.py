@@ -80,6 +80,9 @@ def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | No
                 raise ValueError("instruction is missing: say what to change")
             if (document is None) == (path is None):
                 raise ValueError("give exactly one of document (the text) or path (a file)")
+            for name, value in (("document", document), ("path", path)):
+                if value is not None and not isinstance(value, str):
+                    raise TypeError(f"{name} must be a string, not {type(value).__name__}")
             file = None
             if path is not None:
                 file = (base / path).resolve()

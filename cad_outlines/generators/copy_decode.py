@@ -102,6 +102,22 @@ class Sampling:
     top_p: float = 1.0
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        """Out-of-range values raise :class:`~cad_outlines.errors.ParameterError` (a ValueError) here,
+        not a torch error at the first sampled token."""
+        import math
+        from numbers import Integral, Real
+
+        from ..errors import ParameterError
+
+        t, p, seed = self.temperature, self.top_p, self.seed
+        if isinstance(t, bool) or not isinstance(t, Real) or not math.isfinite(t) or t < 0:
+            raise ParameterError(f"Sampling temperature must be a finite number >= 0 (0: greedy), not {t!r}")
+        if isinstance(p, bool) or not isinstance(p, Real) or not 0 < p <= 1:
+            raise ParameterError(f"Sampling top_p must be a number in (0, 1] (the probability mass kept), not {p!r}")
+        if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+            raise ParameterError(f"Sampling seed must be an int >= 0, not {seed!r}")
+
 
 @dataclass
 class EditStats:

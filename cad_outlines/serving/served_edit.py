@@ -270,4 +270,5 @@ class ServedEdit:
         text = resolve(program, self.document, partial=True)
         self.stats.wall_s = time.perf_counter() - self.started
         stop = self.stop_reason or ("error" if partial else "end")
-        return EditResult(self.document, program, "".join(self._chars), text, program.complete, stop, self.stats)
+        return EditResult(self.document, program, PROGRAM_START + "".join(self._chars), text, program.complete, stop,
+                          self.stats)

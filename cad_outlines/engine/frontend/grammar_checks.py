@@ -62,6 +62,9 @@ def missing_start_error(text: str, import_paths: Sequence[str], start: str | Seq
     missing = [s for s in wanted if s not in names]
     if not missing:
         return None
+    if not names:  # said "rules that could start: ;"
+        return GrammarCompileError(missing[0], "the grammar defines no rules (only terminals or directives); it needs "
+                                   "at least its start rule, e.g. `start: ...`", kind="rule")
     shown = roots or names
     more = f" (of {len(names)} rules)" if len(shown) < len(names) else ""
     how = "pass start=NAME (--start NAME)" + (

@@ -66,7 +66,10 @@ def lark_grammar_error(e: Exception, file: str | None, text: str = "") -> Gramma
     name, kind = (named.group(2), named.group(1).lower()) if named else (None, "grammar")
     if isinstance(e, lark.exceptions.UnexpectedInput):
         token = getattr(e, "token", None)
-        message = f"syntax error: unexpected {token!r}" if token is not None else "syntax error: unexpected input"
+        if token is not None and hasattr(token, "type"):
+            message = f"syntax error: unexpected {token.type} {str(token)!r}"
+        else:
+            message = f"syntax error: unexpected {token!r}" if token is not None else "syntax error: unexpected input"
         expected = sorted(getattr(e, "expected", None) or getattr(e, "allowed", None) or ())
         if expected:
             message += f" (expected one of: {', '.join(expected[:8])}{', ...' if len(expected) > 8 else ''})"

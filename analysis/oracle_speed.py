@@ -104,6 +104,13 @@ def run(args) -> int:
             ref_rows.append((corpus.name, len(ref_times), same, f"{sum(ref_times):.2f}", ms(sum(fast_on_ref)),
                              f"{sum(ref_times) / sum(fast_on_ref):,.0f}x", f"{max(ref_times):.2f}"))
         print(rows[-1], ref_rows[-1] if ref_times else "")
+    # the known worst case: every line the same, so every diagonal is a match at every line (quadratic here;
+    # the reference is cubic there)
+    worst = []
+    for n in (200, 400, 800):
+        doc = "}\n" * n
+        wall, cpu, _ = best_time(lambda: oracle_program(doc, doc[: n]), 1)
+        worst.append((n, n // 2, ms(wall), ms(cpu)))
     load_at_end = os.getloadavg()
     table = markdown_table(["corpus", "pairs", "median lines", "max lines", "median ms", "p95 ms", "max ms",
                             "max CPU ms", "total ms"], rows)
@@ -141,6 +148,14 @@ longest included) since it takes seconds on a long file.
 ## The longest file of each `commits` repository
 
 {long_table}
+
+## Known worst case: one line repeated
+
+When every line of both documents is the same, every (source, target) diagonal is a match at every line, and the
+fast oracle does quadratic work (the reference cubic). `before` = N lines `}}`, `after` = its first N/2 lines,
+`max_copy`, one run:
+
+{markdown_table(["lines before", "lines after", "wall ms", "CPU ms"], worst)}
 """
     command = "cad-outlines study oracle-speed" + (f" --sample {args.sample}" if args.sample != 10 else "") + (
         f" --repeat {args.repeat}" if args.repeat != 3 else "")

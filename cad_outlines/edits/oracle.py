@@ -66,7 +66,7 @@ def oracle_program(
     that the program's text will use ("\\n" or "").
 
     `count_tokens` must count no copy tag below ``<copy lines="1-1"/>`` (see the module
-    docstring); about 20 ms for a 1,400-line file with the default counter.
+    docstring); about 10-20 ms of CPU for a 1,400-line file with the default counter.
     """
     if policy not in ("min_tokens", "max_copy"):
         raise ValueError(f"unknown policy {policy!r}: use 'min_tokens' or 'max_copy'")

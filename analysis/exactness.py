@@ -1,7 +1,7 @@
 """Exactness: the engine's token masks against an independent checker of docs/engine_semantics.md.
 
 Random constrained walks (seeded). At every state the engine's mask is compared with
-``tests/oracle/checker.py`` (lark's own lexer and LALR table for the known text, automata for
+``analysis/references/legality_checker.py`` (lark's own lexer and LALR table for the known text, automata for
 the lexeme in progress; it shares no code with ``cad_outlines.engine``) on
 
 * every token the engine allows (a random 300 when it allows more),
@@ -19,20 +19,16 @@ text.
 from __future__ import annotations
 
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .references.legality_checker import LegalityChecker
+from .report import markdown_table, write_report
+
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # the checker lives in tests/oracle/
-    sys.path.insert(0, str(REPO))
-
-from tests.oracle.checker import LegalityChecker  # noqa: E402
-
-from .report import markdown_table, write_report  # noqa: E402
 
 DESCRIPTION = "engine token masks vs the independent legality checker (random constrained walks)"
 
@@ -352,7 +348,7 @@ def run(args) -> int:
         + table
         + ("\n\nExamples of differences (engine vs checker):\n\n" + "\n".join(f"- `{e}`" for e in examples)
            if examples else "\n\nNo differences.")
-        + "\n\nThe checker (`tests/oracle/checker.py`) shares no code with the engine: lark's own scanner, "
+        + "\n\nThe checker (`analysis/references/legality_checker.py`) shares no code with the engine: lark's own scanner, "
         "'unless' callbacks, LALR table and PythonIndenter decide the text already written; the lexeme in "
         "progress is decided with automata: interegular DFAs for string terminals, and for regexp terminals a "
         "leftmost-first Pike VM compiled from Python's own regex parser (re's choice of match, lookarounds, "

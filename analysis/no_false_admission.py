@@ -1,6 +1,6 @@
 """No false admissions (seed 002, experiment 2): random walks over the engine's masks
 (uniform among allowed tokens); every emitted prefix must be a legal prefix for lark
-(decided by the independent checker in tests/oracle) and every text ended by EOS must
+(decided by the independent checker in analysis/references) and every text ended by EOS must
 parse."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def run(args) -> int:
 
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
-    from tests.oracle.checker import LegalityChecker
+    from analysis.references.legality_checker import LegalityChecker
 
     from cad_outlines.engine.compile import compile_grammar
     from cad_outlines.engine.matcher import Matcher
@@ -56,7 +56,7 @@ def run(args) -> int:
         status = "" if final else "**Partial: this run was still going when this was written.**\n\n"
         body = (status + f"Tokenizer `{tdir.name}`. Each walk starts empty and picks uniformly among the tokens the "
                 f"engine allows (EOS included) until EOS or {args.max_walk} tokens. Every {args.check_every}th prefix "
-                f"(and the last of each walk) is checked by the independent checker (`tests/oracle/checker.py`: "
+                f"(and the last of each walk) is checked by the independent checker (`analysis/references/legality_checker.py`: "
                 f"lark's own lexer and parser plus automata for the lexeme in progress); every text ended by EOS must "
                 f"parse with lark (basic lexer, PythonIndenter for Python). Masks from: {'; '.join(stores)}.\n\n"
                 + table

@@ -1,7 +1,7 @@
 """Oracle-program speed: the fast `oracle_program` against the quadratic reference DP it replaced.
 
 Every pair of every corpus runs through the fast oracle (both policies); the reference
-(tests/oracle/oracle_program_reference.py) runs on every short-file pair and on an evenly spread
+(analysis/references/oracle_quadratic.py) runs on every short-file pair and on an evenly spread
 sample of the long `commits` files, the longest included (it takes seconds each there), and every
 program it gives must equal the fast one, op for op.
 """
@@ -69,7 +69,7 @@ def ms(seconds: float) -> str:
 
 
 def run(args) -> int:
-    from tests.oracle.oracle_program_reference import oracle_program_quadratic
+    from analysis.references.oracle_quadratic import oracle_program_quadratic
 
     load_at_start = os.getloadavg()
     rows, ref_rows, longest, differences = [], [], [], []
@@ -121,7 +121,7 @@ def run(args) -> int:
     print(table, ref_table, long_table, sep="\n\n")
     sample_words = "every pair" if args.sample < 0 else f"{args.sample} pairs per repository"
     body = f"""`oracle_program` (cad_outlines/edits/oracle.py) against the quadratic DP it replaced, kept verbatim as
-`tests/oracle/oracle_program_reference.py`: same candidates, same packed costs, same tie-breaks (the least
+`analysis/references/oracle_quadratic.py`: same candidates, same packed costs, same tie-breaks (the least
 (cost, source end, start) among copies), found without evaluating the candidates that cannot win. Default token
 counter, both policies (`max_copy`, `min_tokens`), `sep="\\n"`; tests/test_oracle_fast.py also compares other
 separators and counters (length, one token per digit, GPT-2) on random and real cases.

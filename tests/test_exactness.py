@@ -1,4 +1,4 @@
-"""Exactness: the independent legality checker (tests/oracle/checker.py) validated against lark,
+"""Exactness: the independent legality checker (analysis/references/legality_checker.py) validated against lark,
 then the engine's token masks compared with it on short random walks (analysis/exactness.py runs
 the full version over every grammar x tokenizer pair)."""
 
@@ -13,7 +13,7 @@ from lark.exceptions import UnexpectedToken
 from lark.indenter import Indenter
 
 from cad_outlines import load_grammar_text
-from tests.oracle.checker import LegalityChecker
+from analysis.references.legality_checker import LegalityChecker
 
 SENTENCES = {
     "outlines/json": ['{"a": [1, -2.5e3, true, null], "b\\"": {"c": "d\u00e9\u4e2d"}}', "[]", '"x"', "  -0.5 ",

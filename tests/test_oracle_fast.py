@@ -1,4 +1,4 @@
-"""The fast oracle gives the very programs of the quadratic reference DP (tests/oracle/oracle_program_reference.py):
+"""The fast oracle gives the very programs of the quadratic reference DP (analysis/references/oracle_quadratic.py):
 the same ops, hence the same cost and the same tie-breaks, for both policies, both separators and several counters."""
 
 import gzip
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cad_outlines import oracle_program, resolve, split_lines
 from cad_outlines.edits.program import Copy
 from tests.fixture_data import SMALL
-from tests.oracle.oracle_program_reference import oracle_program_quadratic
+from analysis.references.oracle_quadratic import oracle_program_quadratic
 
 
 def per_digit(text: str) -> int:

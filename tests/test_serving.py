@@ -57,7 +57,7 @@ def tiny_model(data_dir, tmp_path_factory):
 def python_checks(tiny_model, tmp_path_factory):
     """(lark check, token-sequence check) for text generated under the shipped `python` grammar.
 
-    The oracle of the main suite (tests/oracle) needs lark >= 1.3 and this venv has vLLM's
+    The oracle of the main suite (analysis/references/legality_checker.py) needs lark >= 1.3 and this venv has vLLM's
     lark 1.2.2, so two checks stand in for it. lark itself (python.lark + PythonIndenter,
     LALR, independent of our engine) parses a finished text whole; for a text cut by
     max_tokens it lexes what it can and feeds every lexeme but the last one (which may be

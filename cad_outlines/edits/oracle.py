@@ -9,7 +9,7 @@ earliest source span, so the result is deterministic. By default every line that
 can be copied is copied (see `policy`).
 
 The program is the one the plain quadratic DP over every (start, end, source) candidate
-gives (``tests/oracle/oracle_program_reference.py``, checked against it in the tests), found in
+gives (``analysis/references/oracle_quadratic.py``, checked against it in the tests), found in
 about linear time for real edits: one-line copies are looked up once per distinct line, a
 match is extended diagonally from the previous line only where it goes on, and a start inside a
 match is skipped when its cost so far plus the cheapest possible tag cannot beat the best

@@ -5,7 +5,7 @@ processor for a grammar that reached the engine uncompiled), under OS-enforced l
 A fresh interpreter rather than a multiprocessing child: a spawned child would import the
 parent's main module (the whole vLLM server), and a forked one would copy a process full
 of threads. :func:`run_compile_worker` starts it through a bootstrap that sets its
-``resource`` limits before anything is imported -- address space (``RLIMIT_AS``), CPU seconds
+``resource`` limits (and a nice value of 10) before anything is imported -- address space (``RLIMIT_AS``), CPU seconds
 (``RLIMIT_CPU``) and the largest file it may write (``RLIMIT_FSIZE``: a grammar whose store
 would be huge) -- and kills its process group when it runs past the wall-time limit.
 
@@ -34,7 +34,8 @@ from .limits import ServerLimits
 __all__ = ["CompileRefused", "compile_into_cache", "main", "run_compile_worker"]
 
 # Sets the limits, then runs this module: nothing of the package is imported before they hold.
-_BOOTSTRAP = ("import resource, sys\n"
+_BOOTSTRAP = ("import os, resource, sys\n"
+              "os.nice(10)\n"  # the engine and the API server come first on a busy node
               "for name, value in ((resource.RLIMIT_AS, int(sys.argv[1])), (resource.RLIMIT_CPU, int(sys.argv[2])),"
               " (resource.RLIMIT_FSIZE, int(sys.argv[3]))):\n"
               "    resource.setrlimit(name, (value, value))\n"

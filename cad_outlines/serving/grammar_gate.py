@@ -38,7 +38,7 @@ from ..engine.compile import cache_dir
 from ..errors import ResourceLimitError
 from .admission import note_vocab_size
 from .compile_worker import CompileRefused, run_compile_worker
-from .grammar_library import GrammarLibrary, grammar_source_of, known_check, remember_check
+from .grammar_library import GrammarLibrary, grammar_source_of, known_check, refuse_file_imports, remember_check
 from .limits import ServerLimits, server_limits, serving_logger
 from .request import GrammarSpec, RequestError
 from .tokenizer import shared_vocabulary
@@ -243,6 +243,7 @@ class GrammarGate:
         if known and refusal is not None:  # lark refused it before: no worker
             raise RequestError(refusal)
         grammar_source_of(spec)  # an unknown shipped name is refused here, at once
+        refuse_file_imports(spec)  # so is a relative %import in a text
         _, vocab = shared_vocabulary(self.tokenizer_path, self.model_vocab_size)
         folder = self.folder()
         library = GrammarLibrary(vocab, cache=folder)

@@ -99,6 +99,8 @@ def check_grammar(spec: GrammarSpec) -> None:
         try:
             refuse_file_imports(spec)
             _check_loads(source, start)
+        except MemoryError:  # a limit of this process, not a verdict on the grammar
+            raise
         except Exception as e:
             refusal = str(_refusal(e))
         with _CHECKED_LOCK:
@@ -214,6 +216,8 @@ class GrammarLibrary:
                     refuse_file_imports(spec)
                     got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
                                           lazy=not self._eager_on_disk(spec))
+                except MemoryError:
+                    raise
                 except Exception as e:
                     raise _refusal(e) from e
                 self._compiled[key] = got

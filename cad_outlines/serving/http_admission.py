@@ -29,7 +29,7 @@ import json
 import re
 
 from ..errors import CadOutlinesError
-from .admission import admit, require_gate
+from .admission import admit, check_limits, require_gate
 from .grammar_gate import GrammarGate
 from .limits import ServerLimits, server_limits, serving_logger
 from .request import ConstraintRequest, GrammarSpec, RequestError
@@ -165,9 +165,14 @@ class GrammarAdmissionMiddleware:
             found = cad_arguments_of_body(body)
         if not found:
             return
+        requests = [admit(args, limits=self.limits) for args in found]  # types, lengths: no vocabulary needed
+        requests = [r for r in requests if r is not None]
+        if not requests:
+            return
         gate = self._gate(scope)
-        vocab_size = await gate.avocab_size()
-        requests = [admit(args, vocab_size=vocab_size, limits=self.limits) for args in found]
+        vocab_size = await gate.avocab_size()  # the tokenizer's, loaded once (off the event loop)
+        for request in requests:
+            check_limits(request, vocab_size=vocab_size, limits=self.limits)
         for request in requests:
             if request is not None and request.grammar is not None:
                 await gate.ready(request.grammar)

@@ -194,6 +194,14 @@ class GrammarGate:
         """:meth:`vocab_size` without blocking the event loop (the first call loads the tokenizer)."""
         return await asyncio.wrap_future(_THREADS.submit(self.vocab_size))
 
+    async def awarm(self) -> None:
+        """Build the vocabulary and its copy for the compile workers now, off the event loop."""
+        def warm():
+            self.vocab_size()
+            _vocab_file(self.tokenizer_path, self.model_vocab_size)
+
+        await asyncio.wrap_future(_THREADS.submit(warm))
+
     def future(self, spec: GrammarSpec) -> Future:
         """A future that resolves when `spec` is in the cache (or fails with RequestError)."""
         key = f"{self.folder()}|{spec.key}"  # ready in one cache folder says nothing of another

@@ -71,7 +71,7 @@ def refuse_file_imports(spec: GrammarSpec) -> None:
             from lark.load_grammar import _parse_grammar
 
             tree = _parse_grammar(spec.text + "\n", "<string>")
-        except Exception:  # not lark's grammar language: the load refuses it, without any import
+        except Exception:  # noqa: BLE001 - not lark's grammar language: the load refuses it, without any import
             return
     for stmt in tree.find_data("import_rel"):
         path = ".".join(str(c) for c in stmt.children)

@@ -115,7 +115,10 @@ class GrammarAdmissionMiddleware:
         return self._limits or server_limits()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":  # lifespan; websockets carry no sampling params in vLLM's text routes
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._warm_before_startup_completes(scope, send))
+            return
+        if scope["type"] != "http":  # websockets carry no sampling params in vLLM's text routes
             await self.app(scope, receive, send)
             return
         try:
@@ -132,6 +135,23 @@ class GrammarAdmissionMiddleware:
             await _error(send, 400, str(e))
             return
         await self.app(scope, _replay(body, receive), send)
+
+    def _warm_before_startup_completes(self, scope, send):
+        """A lifespan `send` that builds the gate's vocabulary (tokenizer load: seconds of
+        Python holding the GIL) before the server reports it has started, not on the first
+        request while the event loop serves others."""
+
+        async def warm_send(message):
+            if message.get("type") == "lifespan.startup.complete":
+                try:
+                    gate = self._gate(scope)
+                    await gate.awarm()
+                except Exception as e:  # noqa: BLE001 - no model config here (another app): warm on first use
+                    log.info("cad_outlines: the admission gate's vocabulary is built on first use (%s: %s)",
+                             type(e).__name__, e)
+            await send(message)
+
+        return warm_send
 
     async def _read_body(self, scope, receive) -> bytes | None:
         cap = self.limits.max_body_bytes

@@ -15,13 +15,14 @@ address space, CPU seconds, file size) and by the gate (wall time: the worker is
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from dataclasses import dataclass, fields, replace
 
 from ..errors import ServingError
 
-__all__ = ["ENV_PREFIX", "ServerLimits", "serving_logger", "server_limits", "set_server_limits"]
+__all__ = ["ENV_PREFIX", "ServerLimits", "server_limits", "serving_logger", "set_server_limits"]
 
 ENV_PREFIX = "CAD_OUTLINES_"
 MiB = 2**20
@@ -65,7 +66,7 @@ class ServerLimits:
                 value = kind(float(raw)) if kind is int and float(raw).is_integer() else kind(raw)
             except ValueError:
                 raise ServingError(f"{name}={raw!r} is not a number") from None
-            if not value > 0 or value != value or value == float("inf"):
+            if not (math.isfinite(value) and value > 0):
                 raise ServingError(f"{name}={raw!r} must be a positive finite number")
             values[f.name] = value
         return cls(**values)

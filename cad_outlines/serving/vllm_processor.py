@@ -138,7 +138,7 @@ class CadLogitsProcessor(LogitsProcessor):
                 grammar = self._grammar(request)
             except RequestError as e:
                 error = str(e)
-            except Exception as e:  # never out of the engine's step: this request ends, the others go on
+            except Exception as e:  # noqa: BLE001 - never out of the engine's step: this request ends, the rest go on
                 error = f"the grammar could not be loaded or compiled: {type(e).__name__}: {e}"
         tables = None
         if grammar is not None and request.edit is not None:

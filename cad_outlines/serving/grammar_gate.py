@@ -47,7 +47,9 @@ __all__ = ["GrammarGate", "compile_in_worker", "evict_cache"]
 
 log = serving_logger()
 
-_THREADS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="cad-grammar-gate")
+# Threads of gate work: a compile waiting for a worker slot holds one (at most max_pending_compiles), so
+# there are enough left for the fast path (a grammar already in the cache: a file lookup); made on demand.
+_THREADS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="cad-grammar-gate")
 _GATES: dict[tuple[str, int | None, str | None], GrammarGate] = {}
 _GATES_LOCK = threading.Lock()
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}  # compile_workers -> the process's worker slots

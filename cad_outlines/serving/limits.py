@@ -41,7 +41,7 @@ class ServerLimits:
     max_stop_at_forced: int = 4096  # cad_stop_at_forced
     # -- grammar compiles (a worker process each) ---------------------------------------------------
     compile_workers: int = 2  # compiles at once
-    max_pending_compiles: int = 32  # compiles running or waiting; more are refused
+    max_pending_compiles: int = 32  # compiles running or waiting; more are refused (keep it well under 256)
     compile_timeout_s: float = 120.0  # wall time, then the worker is killed
     compile_cpu_s: int = 120  # RLIMIT_CPU of the worker
     compile_memory_bytes: int = 4096 * MiB  # RLIMIT_AS of the worker

@@ -9,8 +9,13 @@ request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (th
   (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache). A grammar
   should reach the engine compiled: a :class:`~.grammar_gate.GrammarGate` in the frontend
   holds its request until a worker process has put it in the on-disk cache, and the
-  engine only loads it. One that arrives uncompiled is compiled here, which stops the
-  engine's steps for every request meanwhile; a warning says so.
+  engine only loads it. One that arrives uncompiled is compiled by a worker process under
+  the server's limits (:mod:`.limits`) while the engine's steps wait (at most
+  ``compile_timeout_s``); a warning says so. Loaded grammars are kept least recently used
+  first out (``max_loaded_grammars``).
+- Every request's ``cad_*`` arguments are checked again when it joins the batch (types,
+  lengths, token ids within the vocabulary: :func:`~.admission.admit`), so nothing done
+  inside a step is unbounded or indexes out of range, whatever reached the engine.
 - Each step the masks of every constrained request are computed together
   (:func:`batch_masks`) and applied to the logits in place.
 - A malformed request or a grammar that does not load fails at admission, that request

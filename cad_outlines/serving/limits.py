@@ -42,8 +42,8 @@ class ServerLimits:
     # -- grammar compiles (a worker process each) ---------------------------------------------------
     compile_workers: int = 2  # compiles at once
     max_pending_compiles: int = 32  # compiles running or waiting; more are refused (keep it well under 256)
-    compile_timeout_s: float = 120.0  # wall time, then the worker is killed
-    compile_cpu_s: int = 120  # RLIMIT_CPU of the worker
+    compile_timeout_s: float = 300.0  # wall time, then the worker is killed (the backstop: see compile_cpu_s)
+    compile_cpu_s: int = 120  # RLIMIT_CPU of the worker: the measure of a grammar's cost, fair on a busy node
     compile_memory_bytes: int = 4096 * MiB  # RLIMIT_AS of the worker
     max_store_bytes: int = 512 * MiB  # RLIMIT_FSIZE of the worker: the largest file it may write
     refusal_ttl_s: float = 600.0  # a refused grammar is refused again without work for this long

@@ -207,3 +207,15 @@ def test_a_compile_past_its_limits_is_killed_refused_and_remembered(small_data, 
     with pytest.raises(CompileRefused, match="compile_memory_bytes") as info:
         gate.ensure(GrammarSpec(text="start: X\nX: /(a|b)*a(a|b){14}/\n"))
     assert info.value.limit == "compile_memory_bytes"
+
+
+def test_the_gate_looks_again_for_a_grammar_the_cache_evicted(small_data, tmp_path):
+    gate = GrammarGate(small_data / "models/stories260K_hf", 512, cache=tmp_path)
+    spec = GrammarSpec(text='start: "kept" | "evicted"\n')
+    gate.ensure(spec)
+    gate.ensure(spec)  # in the cache: a file lookup
+    assert gate.compiled == [spec.key]
+    for p in tmp_path.iterdir():
+        p.unlink()
+    gate.ensure(spec)  # the engine would not find it: compiled again, not waved through
+    assert gate.compiled == [spec.key, spec.key] and any(tmp_path.iterdir())

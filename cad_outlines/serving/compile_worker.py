@@ -67,7 +67,7 @@ def compile_into_cache(job: dict) -> str | None:
                 vocab = pickle.load(f)
         else:
             _, vocab = shared_vocabulary(job["tokenizer"], job.get("model_vocab_size"))
-        GrammarLibrary(vocab, cache=job["cache"]).get(spec)
+        GrammarLibrary(vocab, cache=job["cache"]).get(spec, eager=bool(job.get("eager")))
     except RequestError as e:
         return str(e)
     finally:

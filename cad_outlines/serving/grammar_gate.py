@@ -92,6 +92,9 @@ def compile_in_worker(spec: GrammarSpec, tokenizer_path: str, model_vocab_size: 
     limits = limits or server_limits()
     job = {"name": spec.name, "text": spec.text, "start": spec.start, "tokenizer": tokenizer_path,
            "model_vocab_size": model_vocab_size, "cache": str(cache),
+           # a grammar sent as text is built whole here, under the limits: a lazy store would build its
+           # rows inside the engine's steps, unbounded for a grammar whose lexer has very many states
+           "eager": spec.text is not None,
            "vocab_file": _vocab_file(tokenizer_path, model_vocab_size)}
     what = spec.name or f"(by text, {spec.key[5:17]})"
     with _slots(limits.compile_workers):
@@ -145,8 +148,9 @@ class GrammarGate:
     ``await gate.ready(spec)`` (or ``gate.ensure(spec)``, blocking) returns once the
     engine would only load `spec`, and raises :class:`RequestError` if it does not
     compile (or its compile ran past a limit: :class:`~.compile_worker.CompileRefused`).
-    Concurrent requests for one grammar wait for one compile; a grammar ready is remembered
-    (the last 1024 are), a refused one is refused again without work for
+    Concurrent requests for one grammar wait for one compile; each later request looks
+    for the cache file again (a thread, milliseconds: the cache may have evicted it) and
+    marks it used; a refused grammar is refused again without work for
     ``limits.refusal_ttl_s``; more than ``limits.max_pending_compiles`` compiles running or
     waiting are refused (:class:`~cad_outlines.errors.ResourceLimitError`)."""
 
@@ -215,7 +219,7 @@ class GrammarGate:
                     return _failed(refused[1])
                 del self._refused[key]
             fut = self._futures.get(key)
-            if fut is None or (fut.done() and fut.exception() is not None):
+            if fut is None or fut.done():  # done: look again (a cache file may have been evicted since)
                 limit = self.limits.max_pending_compiles
                 if self._pending >= limit:
                     return _failed(ResourceLimitError(

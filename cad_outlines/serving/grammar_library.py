@@ -201,9 +201,10 @@ class GrammarLibrary:
         paths = cached_files(spec, self.vocab, self.cache)
         return paths is not None and paths[0].is_file()
 
-    def get(self, spec: GrammarSpec) -> CompiledGrammar:
-        """The compiled grammar (loaded from the cache or built); raises
-        :class:`RequestError` if it cannot be compiled."""
+    def get(self, spec: GrammarSpec, *, eager: bool = False) -> CompiledGrammar:
+        """The compiled grammar (loaded from the cache or built; `eager`: build the full,
+        streamlined store rather than the lazy one); raises :class:`RequestError` if it
+        cannot be compiled."""
         key = spec.key
         got = self.loaded(spec)
         if got is not None:
@@ -215,7 +216,7 @@ class GrammarLibrary:
                 try:
                     refuse_file_imports(spec)
                     got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
-                                          lazy=not self._eager_on_disk(spec))
+                                          lazy=not (eager or self._eager_on_disk(spec)))
                 except MemoryError:
                     raise
                 except Exception as e:

@@ -6,8 +6,10 @@
 - :mod:`.grammar_library`, :mod:`.constraint_state` -- grammars per tokenizer, per-request
   state and the batch mask step; :mod:`.tokenizer` -- the vocabulary, once per process.
 - :mod:`.grammar_gate`, :mod:`.compile_worker`, :mod:`.http_admission` -- grammars compiled
-  before their requests are admitted (by a worker process), so a new grammar does not stall
-  the engine.
+  before their requests are admitted (by a worker process under OS limits), so a new grammar
+  does not stall the engine; the middleware is the one gate of every route.
+- :mod:`.limits`, :mod:`.admission` -- the server's limits (env vars) and the checks of a
+  request's ``cad_*`` arguments against them.
 - :mod:`.served_edit`, :mod:`.edit_run`, :mod:`.backends`, :mod:`.async_backend`,
   :mod:`.editor` -- the Copy-as-Decode client: one edit as requests, many edits at once,
   the engines (``LLM``, HTTP, ``AsyncLLM``) and the entry point.

@@ -288,6 +288,10 @@ class SequenceConstraint:
         if k >= len(script):
             self.eos_only(row)
             return
+        if script[k] >= row.size * 32:  # admission refuses such ids; never index past the row
+            self._fail(f"script token {script[k]} at position {k} is outside the logits ({row.size * 32} wide)")
+            self.eos_only(row)
+            return
         _set_bit(row, script[k])
 
     def ended(self) -> None:

@@ -10,6 +10,7 @@ read its files).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..grammars import available_grammars, grammar_path
 from .request import GrammarSpec, RequestError
 
 __all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
-           "shipped_grammar_names"]
+           "known_check", "refuse_file_imports", "remember_check", "shipped_grammar_names"]
 
 
 def shipped_grammar_names() -> list[str]:
@@ -55,6 +56,30 @@ def _refusal(e: Exception) -> RequestError:
     return RequestError(f"grammar does not load in lark: {type(e).__name__}: {e}")  # syntax, LALR conflicts...
 
 
+def refuse_file_imports(spec: GrammarSpec) -> None:
+    """A grammar sent as text may ``%import`` from lark's standard library only
+    (``%import common.NUMBER``): a relative ``%import .name`` would make the server look for
+    a ``.lark`` file on its own disk (relative to its main module or working directory), and
+    whether it is there would show in the answer. Raises :class:`RequestError` for one.
+    Shipped grammars (by name) import from their own folder, as they always did."""
+    if spec.text is None or "%import" not in spec.text:
+        return
+    from ..engine.lark_syntax import parse_grammar_text
+
+    tree = parse_grammar_text(spec.text)
+    if tree is None:
+        try:
+            from lark.load_grammar import _parse_grammar
+
+            tree = _parse_grammar(spec.text + "\n", "<string>")
+        except Exception:  # noqa: BLE001 - not lark's grammar language: the load refuses it, without any import
+            return
+    for stmt in tree.find_data("import_rel"):
+        path = ".".join(str(c) for c in stmt.children)
+        raise RequestError(f"cad_grammar_text: a relative %import (.{path}) would read the server's files; a grammar "
+                           "sent as text may import from lark's standard library only (e.g. %import common.NUMBER)")
+
+
 _CHECKED: OrderedDict[str, str | None] = OrderedDict()  # grammar key -> refusal (None: it loads)
 _CHECKED_LOCK = threading.Lock()
 CHECKS_KEPT = 1024
@@ -73,7 +98,10 @@ def check_grammar(spec: GrammarSpec) -> None:
     if not known:
         source, start = grammar_source_of(spec)
         try:
+            refuse_file_imports(spec)
             _check_loads(source, start)
+        except MemoryError:  # a limit of this process, not a verdict on the grammar
+            raise
         except Exception as e:
             refusal = str(_refusal(e))
         with _CHECKED_LOCK:
@@ -91,6 +119,23 @@ def _check_loads(source, start) -> None:
     spec = lexer_spec_from_lark(lk)
     check_language(lk, spec, lk.options.start[0])
     parse_tables(lk.rules, lk.options.start[0])
+
+
+def known_check(spec: GrammarSpec) -> tuple[bool, str | None]:
+    """(whether :func:`check_grammar` has a verdict for `spec` in this process, the refusal)."""
+    with _CHECKED_LOCK:
+        return spec.key in _CHECKED, _CHECKED.get(spec.key)
+
+
+def remember_check(spec: GrammarSpec, refusal: str | None) -> None:
+    """Keep a verdict on `spec` reached elsewhere (a compile worker checked and compiled it),
+    so :func:`check_grammar` -- vLLM's ``validate_params`` on the server's event loop -- is a
+    lookup, never a grammar load."""
+    with _CHECKED_LOCK:
+        _CHECKED[spec.key] = refusal
+        _CHECKED.move_to_end(spec.key)
+        while len(_CHECKED) > CHECKS_KEPT:
+            _CHECKED.popitem(last=False)
 
 
 def forget_checks() -> None:
@@ -122,32 +167,47 @@ class GrammarLibrary:
     this one after a restart, loads instead of compiling. To serve a grammar from the
     faster streamlined store, build it once beforehand (``compile_grammar(name, vocab)``)."""
 
-    def __init__(self, vocab: Vocabulary, cache: bool | str | Path = True):
+    def __init__(self, vocab: Vocabulary, cache: bool | str | Path = True, *, max_loaded: int | None = None):
         self.vocab, self.cache = vocab, cache
-        self._compiled: dict[str, CompiledGrammar] = {}
+        self.max_loaded = max_loaded  # None: no bound; else least recently used grammars out
+        self._compiled: OrderedDict[str, CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
 
     def loaded(self, spec: GrammarSpec) -> CompiledGrammar | None:
         """The grammar if this process has it already (no work at all), else None."""
-        return self._compiled.get(spec.key)
+        got = self._compiled.get(spec.key)
+        if got is not None and self.max_loaded is not None:
+            try:
+                self._compiled.move_to_end(spec.key)
+            except KeyError:  # evicted meanwhile by another thread
+                pass
+        return got
 
-    def on_disk(self, spec: GrammarSpec) -> bool:
-        """Whether :meth:`get` would only load the grammar from the on-disk cache."""
+    def on_disk(self, spec: GrammarSpec, *, touch: bool = False) -> bool:
+        """Whether :meth:`get` would only load the grammar from the on-disk cache; `touch`
+        marks the files as just used (the cache evicts least recently used files first)."""
         try:
             paths = cached_files(spec, self.vocab, self.cache)
         except (RequestError, OSError):
             return False
-        return paths is not None and any(p.is_file() for p in paths)
+        found = [p for p in paths or () if p.is_file()]
+        for p in found if touch else ():
+            try:
+                os.utime(p)
+            except OSError:
+                pass
+        return bool(found)
 
     def _eager_on_disk(self, spec: GrammarSpec) -> bool:
         paths = cached_files(spec, self.vocab, self.cache)
         return paths is not None and paths[0].is_file()
 
-    def get(self, spec: GrammarSpec) -> CompiledGrammar:
-        """The compiled grammar (loaded from the cache or built); raises
-        :class:`RequestError` if it cannot be compiled."""
+    def get(self, spec: GrammarSpec, *, eager: bool = False) -> CompiledGrammar:
+        """The compiled grammar (loaded from the cache or built; `eager`: build the full,
+        streamlined store rather than the lazy one); raises :class:`RequestError` if it
+        cannot be compiled."""
         key = spec.key
-        got = self._compiled.get(key)
+        got = self.loaded(spec)
         if got is not None:
             return got
         with self._lock:
@@ -155,11 +215,16 @@ class GrammarLibrary:
             if got is None:
                 source, start = grammar_source_of(spec)
                 try:
+                    refuse_file_imports(spec)
                     got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
-                                          lazy=not self._eager_on_disk(spec))
+                                          lazy=not (eager or self._eager_on_disk(spec)))
+                except MemoryError:
+                    raise
                 except Exception as e:
                     raise _refusal(e) from e
                 self._compiled[key] = got
+                while self.max_loaded is not None and len(self._compiled) > self.max_loaded:
+                    self._compiled.popitem(last=False)  # requests in flight keep their own reference
         return got
 
     def __len__(self) -> int:

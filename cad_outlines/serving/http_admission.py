@@ -1,64 +1,201 @@
-"""ASGI middleware for vLLM's OpenAI-compatible server: a request whose grammar is not
-compiled yet waits for it here, and the engine goes on with the others.
+"""ASGI middleware for vLLM's OpenAI-compatible server: the one gate every request passes.
 
 Start the server with ``--middleware cad_outlines.serving.http_admission.GrammarAdmissionMiddleware``
-(next to ``--logits-processors ...CadLogitsProcessor``). For ``POST /v1/completions`` and
-``/v1/chat/completions`` carrying ``cad_grammar`` / ``cad_grammar_text`` in ``vllm_xargs``,
-the middleware reads the body, waits on the server's :class:`~.grammar_gate.GrammarGate`
-(a worker process compiles the grammar into the on-disk cache; the event loop stays
-free, so streams of other requests keep flowing) and then passes the request on
-unchanged. A grammar that does not compile is answered 400 with the reason, as vLLM
-answers a bad request. Anything else passes straight through.
+(next to ``--logits-processors ...CadLogitsProcessor``). It wraps the whole application, so
+every HTTP request of every route -- ``/v1/completions``, ``/v1/chat/completions``,
+``/v1/responses``, ``/v1/messages``, ``/invocations``, whatever a later vLLM or another module
+adds -- goes through it, whatever its path:
+
+1. The body is read with a size limit (``max_body_bytes``: 413 above it), in linear time.
+2. Every JSON object in it that carries ``cad_*`` keys (``vllm_xargs``, a ``sampling_params``'
+   ``extra_args``, or such an object sent as a JSON string) is checked: types, ranges,
+   lengths, token ids within the real vocabulary (:func:`~.admission.admit`). A bad
+   argument is answered 400 naming the key. A body that is not JSON but mentions ``cad_`` is
+   refused: these arguments are read from JSON only.
+3. A grammar is held for the server's :class:`~.grammar_gate.GrammarGate` (a worker process
+   checks and compiles it under the compile limits; the event loop stays free, so streams of
+   other requests keep flowing); one that does not compile, or runs past a limit, is answered
+   400 with the reason.
+4. The request is passed on unchanged.
+
+As a second line, the processor's ``validate_params`` (run by vLLM for every request on this
+process) refuses a grammar this gate has not seen: nothing can reach the engine around it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 
+from ..errors import CadOutlinesError
+from .admission import admit, check_limits, require_gate
 from .grammar_gate import GrammarGate
+from .limits import ServerLimits, server_limits, serving_logger
 from .request import ConstraintRequest, GrammarSpec, RequestError
 
-__all__ = ["GrammarAdmissionMiddleware", "grammar_of_body"]
+__all__ = ["GrammarAdmissionMiddleware", "cad_arguments_of_body", "grammar_of_body"]
 
-PATHS = frozenset({"/v1/completions", "/v1/chat/completions"})
+log = serving_logger()
+
+_MENTIONS = re.compile(rb"cad(_|%5f)|vllm_xargs|extra_args", re.IGNORECASE)
+_STRING_KEYS = ("vllm_xargs", "extra_args")  # vLLM parses these from a JSON string too (form fields)
+_PARSE_ON_THREAD = 256 * 1024  # larger bodies are parsed off the event loop
+
+
+class BodyTooLarge(RequestError):
+    """A request body over ``max_body_bytes`` (HTTP 413)."""
+
+
+def cad_arguments_of_body(body: bytes) -> list[dict]:
+    """Every JSON object of a request body that carries ``cad_*`` keys (its ``cad_*`` items),
+    wherever it sits; objects sent as a JSON string under ``vllm_xargs`` / ``extra_args`` are
+    read too. Raises :class:`RequestError` for a body that mentions ``cad_`` but is not JSON,
+    and for a ``cad_*`` key given twice in one object."""
+    if b"cad" not in body and b"\\u" not in body and b"%" not in body:  # no cad_ key, even escaped
+        return []
+    found: list[dict] = []
+    strings: list[str] = []
+
+    def hook(pairs):
+        cad = [(k, v) for k, v in pairs if k.startswith("cad_")]
+        if cad:
+            keys = [k for k, _ in cad]
+            if len(set(keys)) != len(keys):
+                twice = sorted({k for k in keys if keys.count(k) > 1})
+                raise RequestError(f"{twice[0]} is given twice in one object")
+            found.append(dict(cad))
+        strings.extend(v for k, v in pairs if k in _STRING_KEYS and isinstance(v, str) and "cad" in v)
+        return dict(pairs)
+
+    def parse(data) -> None:
+        try:
+            json.loads(data, object_pairs_hook=hook)
+        except RequestError:
+            raise
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            if _MENTIONS.search(data if isinstance(data, bytes) else data.encode("utf-8", "replace")):
+                raise RequestError("cad_outlines arguments (cad_*) are read from a JSON body only, and this body "
+                                   "is not valid JSON") from None
+
+    parse(body)
+    for _ in range(4):  # a JSON string holding JSON holding ... (bounded)
+        if not strings:
+            break
+        todo, strings[:] = list(strings), []
+        for s in todo:
+            parse(s)
+    return found
 
 
 def grammar_of_body(body: bytes) -> GrammarSpec | None:
-    """The grammar a request body asks for in ``vllm_xargs``; None when it asks for none
-    or is malformed (vLLM's own checks answer those)."""
+    """The grammar a request body asks for (the first one); None when it asks for none or
+    is malformed."""
     try:
-        xargs = json.loads(body).get("vllm_xargs")
-        request = ConstraintRequest.from_extra_args(xargs if isinstance(xargs, dict) else None)
-    except (ValueError, AttributeError, RequestError):
+        for args in cad_arguments_of_body(body):
+            request = ConstraintRequest.from_extra_args(args)
+            if request is not None and request.grammar is not None:
+                return request.grammar
+    except RequestError:
         return None
-    return request.grammar if request is not None else None
+    return None
 
 
 class GrammarAdmissionMiddleware:
-    """Holds a completion request until its grammar is compiled (see the module doc)."""
+    """Checks every request's ``cad_*`` arguments and holds it until its grammar is
+    compiled (see the module doc). `limits`: the server's (default: from the environment)."""
 
-    def __init__(self, app):
+    def __init__(self, app, limits: ServerLimits | None = None):
         self.app = app
+        self._limits = limits
+        require_gate()  # validate_params in this process refuses what did not come through here
+
+    @property
+    def limits(self) -> ServerLimits:
+        return self._limits or server_limits()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in PATHS:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._warm_before_startup_completes(scope, send))
+            return
+        if scope["type"] != "http":  # websockets carry no sampling params in vLLM's text routes
             await self.app(scope, receive, send)
             return
-        body, more = b"", True
+        try:
+            body = await self._read_body(scope, receive)
+        except BodyTooLarge as e:
+            await _error(send, 413, str(e))
+            return
+        if body is None:  # the client went away
+            return
+        try:
+            await self._admit(scope, body)
+        except CadOutlinesError as e:  # RequestError, ResourceLimitError...: this request's fault or a limit
+            log.info("cad_outlines: %s %s refused: %s", scope.get("method"), scope.get("path"), e)
+            await _error(send, 400, str(e))
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _warm_before_startup_completes(self, scope, send):
+        """A lifespan `send` that builds the gate's vocabulary (tokenizer load: seconds of
+        Python holding the GIL) before the server reports it has started, not on the first
+        request while the event loop serves others."""
+
+        async def warm_send(message):
+            if message.get("type") == "lifespan.startup.complete":
+                try:
+                    gate = self._gate(scope)
+                    await gate.awarm()
+                except Exception as e:  # noqa: BLE001 - no model config here (another app): warm on first use
+                    log.info("cad_outlines: the admission gate's vocabulary is built on first use (%s: %s)",
+                             type(e).__name__, e)
+            await send(message)
+
+        return warm_send
+
+    async def _read_body(self, scope, receive) -> bytes | None:
+        cap = self.limits.max_body_bytes
+        for name, value in scope.get("headers") or ():
+            if name.lower() == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > cap:
+                    raise BodyTooLarge(f"request body of {declared} bytes is over max_body_bytes = {cap} (the server "
+                                       "operator sets it with CAD_OUTLINES_MAX_BODY_BYTES)")
+        chunks, size, more = [], 0, True
         while more:
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            body += message.get("body", b"")
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > cap:
+                raise BodyTooLarge(f"request body over max_body_bytes = {cap} bytes (the server operator sets it "
+                                   "with CAD_OUTLINES_MAX_BODY_BYTES)")
+            chunks.append(chunk)
             more = message.get("more_body", False)
-        spec = grammar_of_body(body)
-        if spec is not None:
-            try:
-                await self._gate(scope).ready(spec)
-            except RequestError as e:
-                await _bad_request(send, str(e))
-                return
-        await self.app(scope, _replay(body, receive), send)
+        return b"".join(chunks)
+
+    async def _admit(self, scope, body: bytes) -> None:
+        if len(body) > _PARSE_ON_THREAD:
+            found = await asyncio.get_running_loop().run_in_executor(None, cad_arguments_of_body, body)
+        else:
+            found = cad_arguments_of_body(body)
+        if not found:
+            return
+        requests = [admit(args, limits=self.limits) for args in found]  # types, lengths: no vocabulary needed
+        requests = [r for r in requests if r is not None]
+        if not requests:
+            return
+        gate = self._gate(scope)
+        vocab_size = await gate.avocab_size()  # the tokenizer's, loaded once (off the event loop)
+        for request in requests:
+            check_limits(request, vocab_size=vocab_size, limits=self.limits)
+        for request in requests:
+            if request is not None and request.grammar is not None:
+                await gate.ready(request.grammar)
 
     @staticmethod
     def _gate(scope) -> GrammarGate:
@@ -79,10 +216,10 @@ def _replay(body: bytes, receive):
     return again
 
 
-async def _bad_request(send, message: str) -> None:
-    """vLLM's error body (OpenAI style) with status 400."""
-    data = json.dumps({"error": {"message": message, "type": "BadRequestError", "param": None,
-                                 "code": 400}}).encode()
-    await send({"type": "http.response.start", "status": 400,
+async def _error(send, status: int, message: str) -> None:
+    """vLLM's error body (OpenAI style)."""
+    kind = "BadRequestError" if status == 400 else "RequestEntityTooLarge"
+    data = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
+    await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})

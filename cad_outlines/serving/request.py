@@ -21,6 +21,7 @@ them -- hence flat keys, ints for booleans. Every key starts with ``cad_``:
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 from ..errors import RequestError
@@ -102,18 +103,24 @@ class ConstraintRequest:
         :class:`RequestError` naming the bad key."""
         if not extra:
             return None
-        mine = {k: v for k, v in extra.items() if k.startswith(PREFIX)}
+        if not isinstance(extra, dict):
+            raise RequestError(f"extra_args must be a dict, not {type(extra).__name__}")
+        mine = {k: v for k, v in extra.items() if isinstance(k, str) and k.startswith(PREFIX)}
         if not mine:
             return None
         unknown = sorted(set(mine) - _KEYS)
         if unknown:
-            raise RequestError(f"unknown cad_outlines argument(s) {unknown}; known: {sorted(_KEYS)}")
+            shown = [_short(k) for k in unknown[:5]] + (["..."] if len(unknown) > 5 else [])
+            raise RequestError(f"unknown cad_outlines argument(s) [{', '.join(shown)}]; known: {sorted(_KEYS)}")
         name, text = mine.get("cad_grammar"), mine.get("cad_grammar_text")
         if name is not None and text is not None:
             raise RequestError("give cad_grammar (a shipped name) or cad_grammar_text, not both")
         for key in ("cad_grammar", "cad_grammar_text", "cad_start", "cad_session", "cad_tag"):
             if key in mine and not isinstance(mine[key], str):
                 raise RequestError(f"{key} must be a string, not {type(mine[key]).__name__}")
+        for key in ("cad_monotonic", "cad_stop_at_copy"):
+            if key in mine and _int(mine, key) not in (0, 1):
+                raise RequestError(f"{key} must be 0 or 1, not {_short(mine[key])}")
         grammar = None
         if name is not None or text is not None:
             grammar = GrammarSpec(name=name, text=text, start=mine.get("cad_start"))
@@ -143,15 +150,25 @@ class ConstraintRequest:
 
 
 def _int(args: dict, key: str, default: int | None = None) -> int:
+    """An integer argument (a float with an integral value, e.g. 3.0, counts; inf and nan do not)."""
     value = args.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        raise RequestError(f"{key} must be an integer, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
+        raise RequestError(f"{key} must be an integer, not {_short(value)}")
     return int(value)
 
 
 def _ids(args: dict, key: str) -> tuple[int, ...]:
     value = args.get(key, [])
-    if not isinstance(value, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-        raise RequestError(f"{key} must be a list of token ids (ints >= 0)")
+    if not isinstance(value, (list, tuple)):
+        raise RequestError(f"{key} must be a list of token ids (ints >= 0), not {type(value).__name__}")
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise RequestError(f"{key} must be a list of token ids (ints >= 0); item {i} is {_short(v)}")
     return tuple(value)
+
+
+def _short(value) -> str:
+    """A value for an error message, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -9,8 +9,13 @@ request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (th
   (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache). A grammar
   should reach the engine compiled: a :class:`~.grammar_gate.GrammarGate` in the frontend
   holds its request until a worker process has put it in the on-disk cache, and the
-  engine only loads it. One that arrives uncompiled is compiled here, which stops the
-  engine's steps for every request meanwhile; a warning says so.
+  engine only loads it. One that arrives uncompiled is compiled by a worker process under
+  the server's limits (:mod:`.limits`) while the engine's steps wait (at most
+  ``compile_timeout_s``); a warning says so. Loaded grammars are kept least recently used
+  first out (``max_loaded_grammars``).
+- Every request's ``cad_*`` arguments are checked again when it joins the batch (types,
+  lengths, token ids within the vocabulary: :func:`~.admission.admit`), so nothing done
+  inside a step is unbounded or indexes out of range, whatever reached the engine.
 - Each step the masks of every constrained request are computed together
   (:func:`batch_masks`) and applied to the logits in place.
 - A malformed request or a grammar that does not load fails at admission, that request
@@ -24,24 +29,28 @@ request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (th
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
+from ..engine.compile import cache_dir
 from ..generators.encoding import TokenEncoder
+from .admission import admission_vocab_size, admit, gate_required
 from .constraint_state import SequenceConstraint, SessionStore, TokenTables, batch_masks
-from .grammar_library import GrammarLibrary, check_grammar
+from .grammar_gate import compile_in_worker
+from .grammar_library import GrammarLibrary, check_grammar, known_check
+from .limits import server_limits, serving_logger
 from .request import ConstraintRequest, RequestError
 from .tokenizer import load_tokenizer, shared_vocabulary
 
 __all__ = ["CadLogitsProcessor", "load_tokenizer"]
 
-log = logging.getLogger("cad_outlines.serving")
+log = serving_logger()
 
 @dataclass
 class _Engine:
@@ -50,7 +59,9 @@ class _Engine:
 
     library: GrammarLibrary
     encoder: TokenEncoder
-    tables: dict[str, TokenTables] = field(default_factory=dict)
+    tokenizer_path: str
+    model_vocab_size: int
+    tables: OrderedDict[str, TokenTables] = field(default_factory=OrderedDict)  # least recently used out
 
 
 _ENGINES: dict[tuple[str, int], _Engine] = {}
@@ -62,8 +73,9 @@ def _engine_state(tokenizer_path: str, model_vocab_size: int) -> _Engine:
         got = _ENGINES.get((tokenizer_path, model_vocab_size))
         if got is None:
             tokenizer, vocab = shared_vocabulary(tokenizer_path, model_vocab_size)
-            got = _ENGINES[(tokenizer_path, model_vocab_size)] = _Engine(GrammarLibrary(vocab),
-                                                                         TokenEncoder(tokenizer, vocab))
+            library = GrammarLibrary(vocab, max_loaded=server_limits().max_loaded_grammars)
+            got = _ENGINES[(tokenizer_path, model_vocab_size)] = _Engine(library, TokenEncoder(tokenizer, vocab),
+                                                                         tokenizer_path, model_vocab_size)
         return got
 
 
@@ -74,12 +86,31 @@ class CadLogitsProcessor(LogitsProcessor):
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
-        """Admission check (frontend process): the ``cad_*`` arguments are well formed
-        and a grammar given by name exists / by text loads in lark. Raises ValueError."""
-        request = ConstraintRequest.from_extra_args(getattr(sampling_params, "extra_args", None))
-        if request is None or request.grammar is None:
-            return
-        check_grammar(request.grammar)  # the verdict is kept per grammar: a lookup after the first time
+        """Admission check (frontend process; vLLM calls it from ``InputProcessor.process_inputs``
+        for every request, on the server's event loop): the ``cad_*`` arguments are well formed
+        and within the server's limits (:func:`~.admission.admit`), and a grammar given by name
+        exists / by text loads in lark. Raises ValueError (vLLM answers 400), never anything else.
+
+        Behind the HTTP middleware this repeats checks already passed and the grammar verdict
+        is a lookup (the middleware's worker reached it); without a gate a new grammar is
+        loaded here, blocking the caller."""
+        try:
+            request = admit(getattr(sampling_params, "extra_args", None), vocab_size=admission_vocab_size())
+            if request is None or request.grammar is None:
+                return
+            if gate_required():  # a server with the middleware: its gate reached a verdict, or it was bypassed
+                known, refusal = known_check(request.grammar)
+                if not known:
+                    raise RequestError("the grammar did not pass the cad_outlines admission gate (send cad_* "
+                                       "arguments in the JSON body of the request)")
+                if refusal is not None:
+                    raise RequestError(refusal)
+                return
+            check_grammar(request.grammar)  # the verdict is kept per grammar: a lookup after the first time
+        except ValueError:
+            raise
+        except Exception as e:  # anything unexpected is still this request's fault, not a server error
+            raise RequestError(f"cad_outlines arguments refused: {type(e).__name__}: {e}") from e
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         model_config = vllm_config.model_config
@@ -99,9 +130,9 @@ class CadLogitsProcessor(LogitsProcessor):
 
     # -- batch bookkeeping ------------------------------------------------------------------
     def _state_for(self, params, output_ids: list[int]) -> SequenceConstraint | None:
-        try:
-            request = ConstraintRequest.from_extra_args(getattr(params, "extra_args", None))
-        except RequestError as e:  # validate_params normally caught it already
+        try:  # validate_params normally caught it already; never unbounded work or a bad index here
+            request = admit(getattr(params, "extra_args", None), vocab_size=self._engine.library.vocab.tokenizer_size)
+        except RequestError as e:
             self._record(None, str(e))
             return SequenceConstraint(ConstraintRequest(), None, output_ids, eos_ids=self._eos_ids(), error=str(e))
         if request is None:
@@ -112,11 +143,17 @@ class CadLogitsProcessor(LogitsProcessor):
                 grammar = self._grammar(request)
             except RequestError as e:
                 error = str(e)
+            except Exception as e:  # noqa: BLE001 - never out of the engine's step: this request ends, the rest go on
+                error = f"the grammar could not be loaded or compiled: {type(e).__name__}: {e}"
         tables = None
         if grammar is not None and request.edit is not None:
-            tables = self._engine.tables.get(request.grammar.key)
+            all_tables, key = self._engine.tables, request.grammar.key
+            tables = all_tables.get(key)
             if tables is None:
-                tables = self._engine.tables[request.grammar.key] = TokenTables.for_grammar(grammar)
+                tables = all_tables[key] = TokenTables.for_grammar(grammar)
+                while len(all_tables) > self._engine.library.max_loaded:
+                    all_tables.popitem(last=False)
+            all_tables.move_to_end(key)
         state = SequenceConstraint(request, grammar, output_ids, tables=tables, eos_ids=self._eos_ids(),
                                    sessions=self.sessions, error=error, encode=self._engine.encoder.encode)
         if state.error is not None:
@@ -125,18 +162,23 @@ class CadLogitsProcessor(LogitsProcessor):
 
     def _grammar(self, request: ConstraintRequest):
         """The request's grammar: already here, loaded from the on-disk cache (a GrammarGate
-        compiled it before admission), or -- warned about -- compiled in the engine."""
+        compiled it before admission), or -- warned about -- compiled by a worker process
+        under the server's limits while this engine's step waits (at most
+        ``compile_timeout_s``)."""
         library, spec = self._engine.library, request.grammar
         grammar = library.loaded(spec)
         if grammar is not None:
             return grammar
         t0 = time.perf_counter()
-        if not library.on_disk(spec):
-            log.warning("cad_outlines: grammar %s (request %s) was not compiled before it reached the engine; "
-                        "compiling it now stops this engine's steps for every request until it is done. Put a "
-                        "GrammarGate in front (the HTTP middleware or ServedEditor/AsyncLLMBackend do; see "
-                        "docs/serving.md)", spec.name or "by text", request.tag or "(no cad_tag)")
         try:
+            if not library.on_disk(spec) and library.cache is not False:
+                log.warning("cad_outlines: grammar %s (request %s) was not compiled before it reached the engine; "
+                            "compiling it now (in a worker, at most compile_timeout_s) stops this engine's steps "
+                            "for every request until it is done. Put a GrammarGate in front (the HTTP middleware "
+                            "or ServedEditor/AsyncLLMBackend do; see docs/serving.md)", spec.name or "by text",
+                            request.tag or "(no cad_tag)")
+                folder = cache_dir() if library.cache is True else Path(library.cache)
+                compile_in_worker(spec, self._engine.tokenizer_path, self._engine.model_vocab_size, folder)
             return library.get(spec)
         finally:
             self.compile_s += time.perf_counter() - t0

@@ -1,0 +1,110 @@
+"""The server's limits: what one request may ask and what one grammar compile may cost.
+
+Every limit has a default and an environment variable (``CAD_OUTLINES_`` + the field name in
+upper case, e.g. ``CAD_OUTLINES_COMPILE_TIMEOUT_S=30``), read when the server's middleware,
+gate or logits processor first asks for them (:func:`server_limits`). docs/serving.md
+("Limits and security") lists them. A value that is not a positive number is refused at
+start with a :class:`~cad_outlines.errors.ServingError` naming the variable.
+
+Request limits are checked at admission (:mod:`.admission`) and again, as a second line, by
+the logits processor (a bad request there is masked to EOS, never raised inside the step).
+Compile limits are enforced by the OS in the compile worker (``resource.setrlimit``:
+address space, CPU seconds, file size) and by the gate (wall time: the worker is killed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass, fields, replace
+
+from ..errors import ServingError
+
+__all__ = ["ENV_PREFIX", "ServerLimits", "server_limits", "serving_logger", "set_server_limits"]
+
+ENV_PREFIX = "CAD_OUTLINES_"
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Limits of one serving process (see the module doc); every field is an env var."""
+
+    # -- requests ---------------------------------------------------------------------------------
+    max_body_bytes: int = 32 * MiB  # an HTTP request body (413 above it)
+    max_ids: int = 32768  # cad_program_ids and cad_script_ids, each (replayed in the engine step)
+    max_grammar_text_bytes: int = 256 * 1024  # cad_grammar_text (UTF-8)
+    max_string_chars: int = 256  # cad_start, cad_session, cad_tag, cad_grammar
+    max_n_lines: int = 10_000_000  # cad_n_lines
+    max_stop_at_forced: int = 4096  # cad_stop_at_forced
+    # -- grammar compiles (a worker process each) ---------------------------------------------------
+    compile_workers: int = 2  # compiles at once
+    max_pending_compiles: int = 32  # compiles running or waiting; more are refused (keep it well under 256)
+    compile_timeout_s: float = 300.0  # wall time, then the worker is killed (the backstop: see compile_cpu_s)
+    compile_cpu_s: int = 120  # RLIMIT_CPU of the worker: the measure of a grammar's cost, fair on a busy node
+    compile_memory_bytes: int = 4096 * MiB  # RLIMIT_AS of the worker
+    max_store_bytes: int = 512 * MiB  # RLIMIT_FSIZE of the worker: the largest file it may write
+    refusal_ttl_s: float = 600.0  # a refused grammar is refused again without work for this long
+    # -- what stays around --------------------------------------------------------------------------
+    cache_max_bytes: int = 4096 * MiB  # the on-disk grammar cache, least recently used files out
+    max_loaded_grammars: int = 32  # grammars held in memory per process, least recently used out
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None) -> ServerLimits:
+        """Defaults, overridden by ``CAD_OUTLINES_<FIELD>`` variables."""
+        environ = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            name = ENV_PREFIX + f.name.upper()
+            raw = environ.get(name)
+            if raw is None or raw.strip() == "":
+                continue
+            kind = float if f.type in ("float", float) else int
+            try:
+                value = kind(float(raw)) if kind is int and float(raw).is_integer() else kind(raw)
+            except ValueError:
+                raise ServingError(f"{name}={raw!r} is not a number") from None
+            if not (math.isfinite(value) and value > 0):
+                raise ServingError(f"{name}={raw!r} must be a positive finite number")
+            values[f.name] = value
+        return cls(**values)
+
+    def env(self) -> dict[str, str]:
+        """These limits as environment variables (for a child process)."""
+        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)}
+
+    def replace(self, **changes) -> ServerLimits:
+        return replace(self, **changes)
+
+
+_LIMITS: ServerLimits | None = None
+
+
+def server_limits() -> ServerLimits:
+    """This process's limits (read from the environment once)."""
+    global _LIMITS
+    if _LIMITS is None:
+        _LIMITS = ServerLimits.from_env()
+    return _LIMITS
+
+
+def set_server_limits(limits: ServerLimits | None) -> None:
+    """Use `limits` in this process from now on (None: read the environment again)."""
+    global _LIMITS
+    _LIMITS = limits
+
+
+def serving_logger() -> logging.Logger:
+    """The logger of the serving layer: vLLM's (``vllm.cad_outlines.serving``), so an operator
+    sees its lines wherever vLLM's own go; a plain logger of that name without vLLM."""
+    name = "vllm.cad_outlines.serving"
+    if "vllm" in sys.modules:
+        try:
+            from vllm.logger import init_logger
+
+            return init_logger(name)
+        except ImportError:  # pragma: no cover - a broken vLLM install
+            pass
+    return logging.getLogger(name)

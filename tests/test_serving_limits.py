@@ -187,7 +187,9 @@ def test_loaded_grammars_are_evicted_least_recently_used_first(small_data, tmp_p
     assert len(library) == 2 and library.loaded(specs[1]) is None and library.loaded(specs[0]) is not None
 
 
-def test_a_compile_past_its_limits_is_killed_refused_and_remembered(small_data, tmp_path):
+def test_a_compile_past_its_limits_is_killed_refused_and_remembered(small_data, tmp_path, monkeypatch):
+    for name in ("MAX_DFA_STATES", "MAX_COMPILE_SECONDS", "MAX_LEXER_CONFIGS"):  # the library's own limits would
+        monkeypatch.setenv(f"CAD_OUTLINES_{name}", "none")  # refuse these first: here the OS limits are tested
     limits = ServerLimits(compile_timeout_s=3, compile_cpu_s=10, max_pending_compiles=1)
     gate = GrammarGate(small_data / "models/stories260K_hf", 512, cache=tmp_path, limits=limits)
     slow = GrammarSpec(text="start: T\nT: /[^y]{32000}/\n")

@@ -16,14 +16,16 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ..engine.compile import cached_path, compile_grammar
+from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.frontend.grammar_checks import check_language
 from ..engine.frontend.grammar_load import load_rules
 from ..engine.frontend.lalr import parse_tables
-from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.frontend.terminals import GrammarCompileError
 from ..engine.store.lexer import lexer_spec_from_lark
 from ..engine.vocabulary import Vocabulary
+from ..errors import GrammarError, ResourceLimitError
 from ..grammars import available_grammars, grammar_path
+from ..limits import Limits, enforcing
 from .request import GrammarSpec, RequestError
 
 __all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
@@ -51,7 +53,9 @@ def grammar_source_of(spec: GrammarSpec) -> tuple[str | Path, str | None]:
 def _refusal(e: Exception) -> RequestError:
     if isinstance(e, RequestError):
         return e
-    if isinstance(e, GrammarCompileError):
+    if isinstance(e, ResourceLimitError):
+        return RequestError(f"grammar refused: {e}")
+    if isinstance(e, (GrammarCompileError, GrammarError)):
         return RequestError(f"grammar does not compile: {e}")
     return RequestError(f"grammar does not load in lark: {type(e).__name__}: {e}")  # syntax, LALR conflicts...
 
@@ -64,7 +68,7 @@ def refuse_file_imports(spec: GrammarSpec) -> None:
     Shipped grammars (by name) import from their own folder, as they always did."""
     if spec.text is None or "%import" not in spec.text:
         return
-    from ..engine.lark_syntax import parse_grammar_text
+    from ..engine.frontend.lark_syntax import parse_grammar_text
 
     tree = parse_grammar_text(spec.text)
     if tree is None:
@@ -115,10 +119,11 @@ def check_grammar(spec: GrammarSpec) -> None:
 def _check_loads(source, start) -> None:
     """What a compile checks before any vocabulary work: lark reads the grammar, every
     terminal compiles, the language is not empty, the LALR tables have no conflict."""
-    lk = load_rules(source, start=start)
-    spec = lexer_spec_from_lark(lk)
-    check_language(lk, spec, lk.options.start[0])
-    parse_tables(lk.rules, lk.options.start[0])
+    with enforcing(Limits.from_env()):  # the library's limits (CAD_OUTLINES_MAX_*), as in the compile
+        lk = load_rules(source, start=start)
+        spec = lexer_spec_from_lark(lk)
+        check_language(lk, spec, lk.options.start[0])
+        parse_tables(lk.rules, lk.options.start[0])
 
 
 def known_check(spec: GrammarSpec) -> tuple[bool, str | None]:
@@ -217,7 +222,8 @@ class GrammarLibrary:
                 try:
                     refuse_file_imports(spec)
                     got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
-                                          lazy=not (eager or self._eager_on_disk(spec)))
+                                          lazy=not (eager or self._eager_on_disk(spec)),
+                                          limits=Limits.from_env())  # CAD_OUTLINES_MAX_*: the library's limits
                 except MemoryError:
                     raise
                 except Exception as e:

@@ -13,7 +13,9 @@ from ..grammars import grammar_path
 from .async_backend import AsyncLLMBackend
 from .backends import EngineBackend, HTTPBackend
 from .edit_run import arun_edits, astream_edits, run_edits, stream_edits
+from .request import RequestError
 from .served_edit import ServedEdit
+from .session_channel import EngineSessionBackend, supports_sessions
 from .tokenizer import shared_vocabulary
 
 __all__ = ["ServedEditor"]
@@ -42,11 +44,18 @@ class ServedEditor:
         return cls(backend, tok, vocab=vocab, **kwargs)
 
     @classmethod
-    def from_llm(cls, llm, **kwargs) -> ServedEditor:
-        """For an in-process ``vllm.LLM``."""
+    def from_llm(cls, llm, *, one_request: bool | None = None, **kwargs) -> ServedEditor:
+        """For an in-process ``vllm.LLM``. Each edit is ONE engine request where the engine
+        takes streaming input (vLLM >= 0.32; `one_request=False`: a request per op)."""
         config = llm.llm_engine.model_config
         kwargs.setdefault("max_context", config.max_model_len)
-        return cls._for_model(EngineBackend(llm), str(config.tokenizer), config.get_vocab_size(), **kwargs)
+        supported = supports_sessions(llm.llm_engine)
+        if one_request and not supported:
+            raise RequestError("this engine takes no streaming input (vLLM >= 0.32): one request per edit is not "
+                               "available; use one_request=False")
+        backend = EngineSessionBackend(llm) if (supported if one_request is None else one_request) \
+            else EngineBackend(llm)
+        return cls._for_model(backend, str(config.tokenizer), config.get_vocab_size(), **kwargs)
 
     @classmethod
     def from_async_llm(cls, engine, *, one_request: bool | None = None, **kwargs) -> ServedEditor:

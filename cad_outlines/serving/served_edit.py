@@ -178,6 +178,12 @@ class ServedEdit:
     def done(self) -> bool:
         return self.stop_reason is not None
 
+    @property
+    def engine_context(self) -> list[int]:
+        """One request per edit: the tokens the engine's request holds (the chunks sent and
+        every program token it sampled; not the EOS that ends a turn, not what is still to send)."""
+        return self.context[: self._engine_len]
+
     def next_segment(self) -> Segment | None:
         """The next request to send, or None when the edit is over."""
         if self.done:

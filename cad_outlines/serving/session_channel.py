@@ -32,19 +32,57 @@ from .backends import sampling_params
 from .edit_run import ALL, Update
 from .served_edit import Segment, SegmentOutcome
 
-__all__ = ["SessionChannel", "supports_sessions"]
+__all__ = ["EngineSessionBackend", "SessionChannel", "SessionTokens", "supports_sessions"]
 
 
 def supports_sessions(engine) -> bool:
-    """Whether `engine` (an ``AsyncLLM`` or other ``EngineClient``) takes streaming input:
-    vLLM >= 0.32 has ``vllm.engine.protocol.StreamingInput`` and ``AsyncLLM`` takes an
-    async generator of them as ``generate``'s prompt."""
+    """Whether `engine` takes streaming input: vLLM >= 0.32 has
+    ``vllm.engine.protocol.StreamingInput``; an ``AsyncLLM`` takes an async generator of them
+    as ``generate``'s prompt, and an ``LLMEngine`` (``LLM.llm_engine``) the same resumable
+    requests through its input/output processors (what ``AsyncLLM`` does inside)."""
     try:
         from vllm.engine.protocol import StreamingInput  # noqa: F401
         from vllm.v1.engine.async_llm import AsyncLLM
+        from vllm.v1.engine.llm_engine import LLMEngine
     except ImportError:
         return False
-    return isinstance(engine, AsyncLLM) and hasattr(AsyncLLM, "_add_streaming_input_request")
+    if isinstance(engine, AsyncLLM):
+        return hasattr(AsyncLLM, "_add_streaming_input_request")
+    return isinstance(engine, LLMEngine) and all(
+        hasattr(engine, a) for a in ("input_processor", "output_processor", "engine_core"))
+
+
+@dataclass
+class SessionTokens:
+    """What the engine holds of one edit's request, to turn a segment's whole prompt into
+    the chunk to append: the chunks sent and every sampled token but each turn's last."""
+
+    held: list[int] = field(default_factory=list)  # the engine's sequence after the last turn (and chunk)
+    turn: list[int] = field(default_factory=list)  # output tokens of the turn in flight
+    turns: int = 0
+
+    def chunk(self, prompt: list[int]) -> list[int]:
+        """The tokens `prompt` adds to what the engine holds (recorded as sent). Raises
+        ValueError if it does not extend it, or adds nothing."""
+        held = self.held
+        if prompt[: len(held)] != held:
+            raise ValueError("the prompt does not extend what the engine holds")
+        if len(prompt) == len(held):
+            raise ValueError("the prompt adds nothing")
+        chunk = prompt[len(held):]
+        held.extend(chunk)
+        return chunk
+
+    def output(self, ids: list[int], finish_reason: str | None) -> bool:
+        """New output tokens; True when they end a turn (the engine then keeps all of the
+        turn's tokens but the last, which it never computed)."""
+        self.turn.extend(ids)
+        if finish_reason is None:
+            return False
+        self.turns += 1
+        self.held.extend(self.turn[:-1])
+        self.turn = []
+        return True
 
 
 @dataclass
@@ -53,10 +91,8 @@ class _Session:
 
     key: str
     inputs: asyncio.Queue = field(default_factory=asyncio.Queue)
-    held: list[int] = field(default_factory=list)  # the engine's sequence after the last turn (and chunk)
-    turn: list[int] = field(default_factory=list)  # output tokens of the turn in flight
+    tokens: SessionTokens = field(default_factory=SessionTokens)
     rid: str = ""  # the edit loop's id of the segment in flight
-    turns: int = 0
     task: asyncio.Task | None = None
     closed: bool = False
 
@@ -85,21 +121,16 @@ class SessionChannel:
         if not key:
             raise ValueError("a segment for one request per edit carries its edit's cad_session")
         session = self.sessions.get(key)
-        prompt = list(segment.prompt_ids)
         if session is None:
             session = self.sessions[key] = _Session(key)
-            chunk = prompt
-        else:
-            held = session.held
-            if session.closed or prompt[: len(held)] != held or len(prompt) == len(held):
-                why = ("its request is over" if session.closed else
-                       "the prompt adds nothing" if prompt[: len(held)] == held else
-                       "the prompt does not extend what the engine holds")
-                self.updates.put_nowait(Update(request_id, [], True, error=f"edit {key}: cannot append: {why}"))
-                return
-            chunk = prompt[len(held):]
+        try:
+            if session.closed:
+                raise ValueError("its request is over")
+            chunk = session.tokens.chunk(list(segment.prompt_ids))
+        except ValueError as e:
+            self.updates.put_nowait(Update(request_id, [], True, error=f"edit {key}: cannot append: {e}"))
+            return
         session.rid = request_id
-        session.held.extend(chunk)
         session.inputs.put_nowait(StreamingInput(tokens_input(chunk), sampling_params(segment)))
         if session.task is None:
             session.task = asyncio.get_running_loop().create_task(self._run(session, segment))
@@ -119,17 +150,11 @@ class SessionChannel:
             async for out in self.engine.generate(self._inputs(session), sampling_params(first), session.key):
                 c = out.outputs[0]
                 ids = list(c.token_ids)
-                session.turn.extend(ids)
-                if c.finish_reason is None:
-                    if ids:
-                        put(Update(session.rid, ids))
-                    continue
-                # the turn is over: the engine keeps what it sampled but the last token (never computed)
-                cached = out.num_cached_tokens if session.turns == 0 else 0
-                session.turns += 1
-                session.held.extend(session.turn[:-1])
-                session.turn = []
-                put(Update(session.rid, ids, True, SegmentOutcome(c.finish_reason, cached)))
+                if session.tokens.output(ids, c.finish_reason):  # a turn is over; the request goes on
+                    cached = out.num_cached_tokens if session.tokens.turns == 1 else 0  # only the first turn looks
+                    put(Update(session.rid, ids, True, SegmentOutcome(c.finish_reason, cached)))
+                elif ids:
+                    put(Update(session.rid, ids))
         except asyncio.CancelledError:
             raise  # close(): generate() aborts the request in the engine
         except EngineDeadError as e:  # every request in flight is lost
@@ -159,3 +184,76 @@ class SessionChannel:
             t.cancel()
         self.sessions.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class EngineSessionBackend:
+    """A blocking in-process engine (``vllm.LLM`` or its ``LLMEngine``), ONE request per
+    edit: the same resumable requests ``AsyncLLM`` makes of a streaming input (its
+    ``_add_streaming_input_request``), added through the engine's input processor, output
+    processor and engine core, and stepped here (``submit``, ``poll``, ``finish``)."""
+
+    one_request = True
+
+    def __init__(self, llm):
+        self.engine = getattr(llm, "llm_engine", llm)
+        self.sessions: dict[str, tuple[str, SessionTokens, list[str]]] = {}  # key -> (engine id, tokens, [rid])
+        self.pending: list[Update] = []
+
+    def _add(self, engine_id: str, key: str, tokens: list[int], params, resumable: bool) -> None:
+        from vllm.inputs.engine import tokens_input
+
+        e = self.engine
+        req = e.input_processor.process_inputs(engine_id, tokens_input(tokens), params,
+                                               supported_tasks=e.get_supported_tasks(), resumable=resumable)
+        req.external_req_id = key  # outputs come back under the edit's session key
+        e.output_processor.add_request(req, None, None, 0)
+        e.engine_core.add_request(req)
+
+    def submit(self, request_id: str, segment: Segment) -> None:
+        import uuid
+
+        key = segment.extra_args.get("cad_session")
+        if not key:
+            raise ValueError("a segment for one request per edit carries its edit's cad_session")
+        if key not in self.sessions:
+            self.sessions[key] = (f"{key}-{uuid.uuid4().hex[:8]}", SessionTokens(), [request_id])
+        engine_id, tokens, rid = self.sessions[key]
+        rid[0] = request_id
+        try:
+            chunk = tokens.chunk(list(segment.prompt_ids))
+            self._add(engine_id, key, chunk, sampling_params(segment), True)
+        except Exception as e:  # a refused chunk
+            self.pending.append(Update(request_id, [], True, error=f"edit {key}: {type(e).__name__}: {e}"))
+
+    def poll(self) -> list[Update]:
+        if self.pending:
+            out, self.pending = self.pending, []
+            return out
+        try:
+            outputs = self.engine.step()
+        except Exception as e:  # EngineDeadError and friends: every request in flight is lost
+            return [Update(ALL, [], True, error=f"engine failed: {type(e).__name__}: {e}")]
+        updates = []
+        for o in outputs:
+            got = self.sessions.get(o.request_id)
+            if got is None:
+                continue
+            _, tokens, rid = got
+            c = o.outputs[0]
+            ids = list(c.token_ids)
+            if tokens.output(ids, c.finish_reason):
+                cached = o.num_cached_tokens if tokens.turns == 1 else 0
+                updates.append(Update(rid[0], ids, True, SegmentOutcome(c.finish_reason, cached)))
+            elif ids:
+                updates.append(Update(rid[0], ids))
+        return updates
+
+    def finish(self, session_key: str) -> None:
+        """The edit is over: the empty final request that ends a streaming-input session."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        got = self.sessions.pop(session_key, None)
+        if got is not None:
+            self._add(got[0], session_key, [0], SamplingParams(max_tokens=1, output_kind=RequestOutputKind.DELTA),
+                      False)

@@ -112,7 +112,7 @@ class TestOneRequestPerEdit:
         # sent: the prompt, the copied lines and the forced runs (not one that ends the program: nothing follows it)
         assert sa.prompt_tokens_sent == len(edit.engine_context) - sa.generated_tokens
         assert sa.prompt_tokens_sent <= sa.prompt_tokens + sa.copied_tokens + sa.fast_forwarded_tokens
-        assert sa.cached_tokens == sb.cached_tokens > 0  # the shared prefix, once (later turns resume in place)
+        assert 0 < sa.cached_tokens < sb.cached_tokens  # the shared prefix, once: later turns resume in place
         # computed: what the request holds, once, less the prefix-cache hits, and one EOS step per turn
         assert sa.computed_tokens == len(edit.engine_context) - sa.cached_tokens + sa.requests
         program = sa.generated_tokens + sa.fast_forwarded_tokens
@@ -174,9 +174,10 @@ def running(url: str) -> float:
 class TestEditEndpoint:
     def test_an_edit_streams_its_ops_and_ends_with_the_resolved_text(self, edit_server):
         _, url, _, _ = edit_server
-        status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 48,
-                                        "temperature": 1.0, "top_p": 0.9, "seed": 1, "model": "tiny"})
+        status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 60,
+                                        "temperature": 1.0, "top_p": 1.0, "seed": 42, "model": "tiny"})
         assert status == 200 and lines[-1]["event"] == "end" and all(x["event"] != "error" for x in lines)
+        assert sum(x["event"] == "copy" for x in lines) >= 2 and lines[-1]["stats"]["requests"] >= 3  # a seed that copies
         end = lines[-1]
         assert end["text"] == resolve(parse_program(end["program"], partial=True), DOC, partial=True)
         streamed = "".join(x["text"] for x in lines[:-1] if x["event"] in ("copy", "gen_text"))
@@ -198,6 +199,7 @@ class TestEditEndpoint:
             ('{"document": "\xff", "instruction": "x"}'.encode("latin-1"), 400, "not UTF-8"),
             (b'{"document": "a\\n", "instruction": "x", "stop": ["y"]}', 400, "unknown field(s) ['stop']"),
             (b'{"document": "a\\n", "instruction": "x", "temperature": "hot"}', 400, "temperature must be a number"),
+            (b'{"document": "a\\n", "instruction": "x", "temperature": 50}', 400, "temperature must be in"),
             (b'{"document": "a\\n", "instruction": "x", "max_tokens": 0}', 400, "max_tokens must be in"),
             (b'{"document": "a\\n", "instruction": "x", "model": "other"}', 404, "not served here"),
             (b"not json", 400, "not JSON"),
@@ -217,7 +219,7 @@ class TestEditEndpoint:
         seconds), and the server serves the next edit."""
         _, url, port, log = edit_server
         body = json.dumps({"document": DOC, "instruction": "Fix f3.", "max_tokens": 1500, "temperature": 1.0,
-                           "seed": 3}).encode()
+                           "seed": 14}).encode()  # a seed whose program opens a gen and goes on
         sock = socket.create_connection(("127.0.0.1", port), timeout=120)
         sock.sendall(b"POST /v1/cad/edits HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body)

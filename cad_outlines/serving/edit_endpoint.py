@@ -32,8 +32,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..edits.program import Copy, Gen
-from ..errors import RequestError, ServingError
-from ..generators.copy_decode import EditEvent, build_prompt
+from ..errors import RequestError
+from ..generators.copy_decode import EditEvent
 
 __all__ = ["EDIT_ROUTE", "EditEndpointPlugin", "EditJob", "EditService", "edit_router", "parse_edit_body"]
 
@@ -125,7 +125,7 @@ def parse_edit_body(raw: bytes, *, served_models: tuple[str, ...] = ()) -> EditJ
         raise EditRequestError(f"model {model!r} is not served here; served: {list(served_models)}", 404)
     job = EditJob(document, instruction)
     max_tokens = _integer(body, "max_tokens", 1, 2**31 - 1)
-    temperature = _number(body, "temperature", 0.0, 100.0)
+    temperature = _number(body, "temperature", 0.0, 2.0)  # vLLM's range
     top_p = _number(body, "top_p", 0.0, 1.0, lo_open=True)
     seed = _integer(body, "seed", -(2**63), 2**63 - 1)
     return EditJob(document, instruction, max_tokens if max_tokens is not None else job.max_tokens,
@@ -167,26 +167,29 @@ class EditService:
         """Build it off the event loop (the tokenizer load and the copy_edit compile block)."""
         return await asyncio.to_thread(cls, engine_client, served_models)
 
-    def check(self, job: EditJob) -> int:
-        """The prompt's length in tokens; :class:`EditRequestError` if it leaves no room in
-        the model's context for the program."""
-        editor = self.editor
-        n = len(editor.encoder.encode(build_prompt(editor.tokenizer, job.document, job.instruction)))
+    def prepare(self, job: EditJob):
+        """The job's :class:`~.served_edit.ServedEdit` (its prompt tokenized: call it off the
+        event loop); :class:`EditRequestError` if the prompt leaves no room in the model's
+        context for the program."""
+        edit = self.editor.new_edit(job.document, job.instruction, max_new_tokens=job.max_tokens,
+                                    temperature=job.temperature, top_p=job.top_p, seed=job.seed, **job.options)
+        n = edit.stats.prompt_tokens
         if n + 2 > self.max_context:
             raise EditRequestError(f"the document is too long: its prompt is {n} tokens and the model's context is "
                                    f"{self.max_context} (max_model_len), leaving no room for the edit")
-        return n
+        return edit
 
-    async def stream(self, job: EditJob) -> AsyncIterator[bytes]:
+    async def stream(self, edit) -> AsyncIterator[bytes]:
         """The edit's NDJSON lines. Leaving early (a client disconnect) aborts its request."""
-        kwargs = dict(max_new_tokens=job.max_tokens, temperature=job.temperature, top_p=job.top_p, seed=job.seed,
-                      **job.options)
+        from .edit_run import astream_edits
+
         try:
-            async for event in self.editor.astream(job.document, job.instruction, **kwargs):
+            async for _, event in astream_edits(self.editor.backend, [edit]):
                 yield (json.dumps(event_line(event)) + "\n").encode("utf-8")
-        except ServingError as e:
-            log.error("cad_outlines edit failed: %s", e)
-            yield (json.dumps({"event": "error", "message": str(e).splitlines()[0]}) + "\n").encode("utf-8")
+        except Exception as e:  # the stream has begun: the error is its last line (ServingError: the engine's word)
+            log.error("cad_outlines edit failed: %s: %s", type(e).__name__, e)
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            yield (json.dumps({"event": "error", "message": message}) + "\n").encode("utf-8")
 
 
 def _error(message: str, status: int):
@@ -224,10 +227,10 @@ def edit_router():
             return _error("the edit service is not running on this server (no engine)", 503)
         try:
             job = parse_edit_body(await _read_body(request), served_models=service.served_models)
-            service.check(job)
+            edit = await asyncio.to_thread(service.prepare, job)  # tokenizing a long document: off the event loop
         except EditRequestError as e:
             return _error(str(e), e.status)
-        return StreamingResponse(service.stream(job), media_type="application/x-ndjson")
+        return StreamingResponse(service.stream(edit), media_type="application/x-ndjson")
 
     return router
 

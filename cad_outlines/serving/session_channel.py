@@ -127,11 +127,12 @@ class SessionChannel:
             if session.closed:
                 raise ValueError("its request is over")
             chunk = session.tokens.chunk(list(segment.prompt_ids))
-        except ValueError as e:
+            params = sampling_params(segment)
+        except ValueError as e:  # a prompt that does not extend the request, parameters vLLM refuses
             self.updates.put_nowait(Update(request_id, [], True, error=f"edit {key}: cannot append: {e}"))
             return
         session.rid = request_id
-        session.inputs.put_nowait(StreamingInput(tokens_input(chunk), sampling_params(segment)))
+        session.inputs.put_nowait(StreamingInput(tokens_input(chunk), params))
         if session.task is None:
             session.task = asyncio.get_running_loop().create_task(self._run(session, segment))
 

@@ -181,7 +181,8 @@ class TestEditEndpoint:
         end = lines[-1]
         assert end["text"] == resolve(parse_program(end["program"], partial=True), DOC, partial=True)
         streamed = "".join(x["text"] for x in lines[:-1] if x["event"] in ("copy", "gen_text"))
-        assert streamed == end["text"]  # the ops came as they resolved
+        # the ops came as they resolved (a gen cut by max_tokens streamed text the partial result leaves out)
+        assert streamed == end["text"] if end["complete"] else streamed.startswith(end["text"])
         for x in lines:
             if x["event"] == "copy":
                 i, j = x["lines"]

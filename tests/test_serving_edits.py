@@ -22,8 +22,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 from cad_outlines import oracle_program, resolve  # noqa: E402
 from cad_outlines.edits.program import Copy, parse_program  # noqa: E402
 from cad_outlines.serving import ServedEditor  # noqa: E402
-from tests.test_serving import (  # noqa: E402,F401  (fixtures used by name)
-    SERVER_ARGS, engine, free_port, kill_server, tiny_model)
+from tests.test_serving import ENGINE, SERVER_ARGS, free_port, kill_server, make_tiny_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +30,35 @@ DOC = "".join(f"def f{i}(x):\n    y = x * {i}\n    return y + {i}\n\n\n" for i i
 NEW = DOC.replace("    y = x * 3\n", "    y = x * 3 + 1\n")
 
 
+@pytest.fixture(scope="module")
+def tiny_model(data_dir, tmp_path_factory):
+    return make_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), data_dir / "tokenizers" / "gpt2")
+
+
 # -- in-process AsyncLLM ------------------------------------------------------------------------
+@pytest.fixture(scope="class")
+def engine(tiny_model, tmp_path_factory):
+    """(AsyncLLM, its event loop): every test runs on this one loop."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+
+    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_async_edits"))
+    loop = asyncio.new_event_loop()
+    try:
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
+                                                             logits_processors=[CadLogitsProcessor], **ENGINE))
+
+        engine = loop.run_until_complete(start())
+        yield engine, loop
+        engine.shutdown()
+    finally:
+        loop.close()
+        os.environ.pop("CAD_OUTLINES_CACHE", None)
+
+
 class TestOneRequestPerEdit:
     def test_vllm_keeps_every_sampled_token_but_the_last_and_appends_the_next_chunk(self, engine):
         """What the one-request path relies on (vLLM 0.32 streaming input): after a turn the
@@ -177,7 +204,8 @@ class TestEditEndpoint:
         status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 60,
                                         "temperature": 1.0, "top_p": 1.0, "seed": 42, "model": "tiny"})
         assert status == 200 and lines[-1]["event"] == "end" and all(x["event"] != "error" for x in lines)
-        assert sum(x["event"] == "copy" for x in lines) >= 2 and lines[-1]["stats"]["requests"] >= 3  # a seed that copies
+        assert sum(x["event"] == "copy" for x in lines) >= 2  # a seed that copies: the edit took several turns
+        assert lines[-1]["stats"]["requests"] >= 3
         end = lines[-1]
         assert end["text"] == resolve(parse_program(end["program"], partial=True), DOC, partial=True)
         streamed = "".join(x["text"] for x in lines[:-1] if x["event"] in ("copy", "gen_text"))
@@ -218,7 +246,7 @@ class TestEditEndpoint:
         """The client reads the first line of a long edit and hangs up: the edit's request is
         aborted at once (an edit of 1,500 sampled tokens would keep the engine busy for many
         seconds), and the server serves the next edit."""
-        _, url, port, log = edit_server
+        _, url, port, _ = edit_server
         body = json.dumps({"document": DOC, "instruction": "Fix f3.", "max_tokens": 1500, "temperature": 1.0,
                            "seed": 14}).encode()  # a seed whose program opens a gen and goes on
         sock = socket.create_connection(("127.0.0.1", port), timeout=120)
@@ -246,7 +274,6 @@ def llm(tiny_model, tmp_path_factory):
     from vllm import LLM
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
-    from tests.test_serving import ENGINE
 
     os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm_edits"))
     try:

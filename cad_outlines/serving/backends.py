@@ -33,7 +33,8 @@ def sampling_params(segment: Segment):
     from vllm.sampling_params import RequestOutputKind
 
     return SamplingParams(max_tokens=segment.max_tokens, temperature=segment.temperature, seed=segment.seed,
-                          top_p=segment.top_p, stop_token_ids=list(segment.stop_token_ids), extra_args=segment.extra_args,
+                          top_p=segment.top_p, stop_token_ids=list(segment.stop_token_ids),
+                          extra_args=segment.extra_args,
                           output_kind=RequestOutputKind.DELTA, detokenize=False)
 
 

@@ -36,8 +36,8 @@ from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_pro
 from ..generators.encoding import TokenEncoder
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
-__all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats", "ServingError",
-           "script_program_ids"]
+__all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats",
+           "ServingError", "script_program_ids"]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Serving study: many edits at once on vLLM (CPU build), full regeneration vs vLLM's
-n-gram speculative decoding vs Copy-as-Decode.
+n-gram speculative decoding vs Copy-as-Decode (one request per edit, or a request per op).
 
 Model: a Qwen2.5-shaped model with seeded random weights (speed depends on shapes, not
 weight values) and the Qwen2.5 tokenizer, served in-process by ``vllm.LLM`` with prefix
@@ -22,8 +22,11 @@ is the same whatever the weights:
   (max-copy, token-counted) teacher-forced by ``cad_script_ids`` under ``copy_edit`` and
   the line-span constraint; each copy ends a request, and so does each grammar-forced run
   of ``--forced-min-run`` tokens or more (`` lines="`` after ``<copy``), which goes into
-  the next prompt instead of being decoded a token per step; the next request re-sends
-  the prefix, which the prefix cache serves.
+  the input instead of being decoded a token per step. ``cad``: the edit is ONE engine
+  request (vLLM's streaming-input sessions): the copied lines and forced runs are appended
+  to the live request, which keeps its KV blocks. ``cad_per_op``: the next segment is a
+  new request that re-sends the prefix, which the prefix cache serves in whole blocks (the
+  tail of the last partly filled block is recomputed).
 
 Per method: edits/s over the whole batch, p50/p95 latency per edit (submission to last
 token), tokens sampled (one engine step each, the EOS ending a request included), tokens
@@ -53,12 +56,13 @@ from .report import environment, markdown_table, write_report
 
 DESCRIPTION = "serving on vLLM: concurrent edits, full regeneration vs n-gram speculative decoding vs Copy-as-Decode"
 CORPORA = ["humanevalfix-python", "editeval"]
-METHODS = ["regen", "ngram", "cad"]
+METHODS = ["regen", "ngram", "cad", "cad_per_op"]
 # smoke runs: a tiny Qwen2 (head_dim 64: the CPU attention kernels' smallest) with the Qwen2.5 vocabulary
 QUICK_CONFIG = dict(CONFIGS["tiny"], hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
                     intermediate_size=256, vocab_size=151936)
 SHAPES = {**CONFIGS, "quick": QUICK_CONFIG}
-LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decoding", "cad": "Copy-as-Decode"}
+LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decoding",
+          "cad": "Copy-as-Decode, one request per edit", "cad_per_op": "Copy-as-Decode, a request per op"}
 
 
 def add_arguments(parser) -> None:
@@ -220,7 +224,7 @@ def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
                         {"drafted": int(drafted), "accepted": int(accepted), "gold_tokens": gold_tokens})
 
 
-def run_cad(editor, cases, encode, forced_min_run: int) -> MethodResult:
+def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad") -> MethodResult:
     from cad_outlines.serving.edit_run import stream_edits
 
     edits = []
@@ -241,7 +245,7 @@ def run_cad(editor, cases, encode, forced_min_run: int) -> MethodResult:
         if not r.complete or r.text != c.after:
             raise RuntimeError(f"cad {c.id}: the program did not resolve to the gold text")
     stats = [results[id(e)].stats for e in edits]
-    return MethodResult("cad", makespan, [finished[id(e)] for e in edits], sum(s.computed_tokens for s in stats),
+    return MethodResult(method, makespan, [finished[id(e)] for e in edits], sum(s.computed_tokens for s in stats),
                         sum(s.cached_tokens for s in stats), sum(s.prompt_tokens_sent for s in stats),
                         sum(s.steps for s in stats), sum(s.requests for s in stats),
                         {"copied": sum(s.copied_tokens for s in stats),
@@ -325,21 +329,22 @@ def run(args) -> int:
 
     all_cases = {n: sample_cases(n, args.seed, fits) for n in sizes}
     results: dict[int, list[MethodResult]] = {n: [] for n in sizes}
-    if "regen" in methods or "cad" in methods:
+    if {"regen", "cad", "cad_per_op"} & set(methods):
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
         editor = ServedEditor.from_llm(llm)
+        editors = {"cad": editor, "cad_per_op": ServedEditor.from_llm(llm, one_request=False)}
         warm = editor.new_edit("a = 1\nb = 2\n", "x", script='<copy lines="1-1"/><gen>b = 3\n</gen></program>')
         from cad_outlines.serving.edit_run import run_edits
 
         run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
         for n in sizes:
-            for method in ("regen", "cad"):
+            for method in ("regen", "cad", "cad_per_op"):
                 if method not in methods:
                     continue
                 llm.reset_prefix_cache()
                 print(f"{n} edits: {method}", flush=True)
                 r = run_regen(llm, all_cases[n], encode, tokenizer) if method == "regen" else \
-                    run_cad(editor, all_cases[n], editor.encoder.encode, args.forced_min_run)
+                    run_cad(editors[method], all_cases[n], editor.encoder.encode, args.forced_min_run, method)
                 results[n].append(r)
                 print(f"  makespan {r.makespan_s:.1f}s, computed {r.computed_tokens}, cached {r.cached_tokens}",
                       flush=True)
@@ -391,13 +396,16 @@ def run(args) -> int:
                 section += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model "
                             f"spelled the gold text in {r.output_tokens} tokens (the tokenizer's spelling: "
                             f"{e['gold_tokens']}).", ""]
-            elif r.method == "cad":
+            elif r.method in ("cad", "cad_per_op"):
                 e = r.extra
-                section += [f"Copy-as-Decode: {r.requests} requests for {n} edits; {e['program']} program tokens, "
-                            f"of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
+                how = ("one engine request per edit (vLLM streaming input): each copy and forced run appended to the "
+                       "live request, nothing re-sent" if r.method == "cad" else
+                       "a new request per copy and per forced run, re-sending the context; everything before the new "
+                       "tokens served by the prefix cache, in whole blocks")
+                section += [f"{LABELS[r.method]}: {r.requests} requests (turns) for {n} edits; {e['program']} program "
+                            f"tokens, of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
                             f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest "
-                            f"sampled; {e['copied']} copied tokens re-sent as prompt, computed once each; everything "
-                            "before them served by the prefix cache.", ""]
+                            f"sampled; {e['copied']} copied tokens; {how}.", ""]
     for n in sorted(sections):
         body += sections[n]
     if cost_table:

@@ -345,7 +345,7 @@ class TestLLM:
     def test_edit_with_prefix_cache_hits_and_forced_runs_in_one_step(self, llm):
         """Forced runs appended to the next prompt (default) against decoded one per step:
         the same program and text, fewer engine steps, one request more per run."""
-        editor = ServedEditor.from_llm(llm)
+        editor = ServedEditor.from_llm(llm, one_request=False)  # a request per op (one request: test_serving_edits)
         merged = editor.edit(BEFORE, "Fix add.", script=SCRIPT)
         decoded = editor.edit(BEFORE, "Fix add.", script=SCRIPT, forced_min_run=0)
         for r in (merged, decoded):
@@ -406,7 +406,10 @@ class TestAsyncLLM:
             result = events[-1].result
             assert result.complete and result.text == AFTER and result.program_text.endswith("</program>")
             assert "".join(e.text for e in events) == AFTER  # streamed as the ops resolved
-            assert result.stats.cached_tokens > 0 and result.stats.forced_runs > 0
+            s = result.stats  # one engine request per edit: only the prompt and what each turn appended was sent
+            assert s.engine_path == "one_request" and s.forced_runs > 0
+            assert s.prompt_tokens_sent <= s.prompt_tokens + s.copied_tokens + s.fast_forwarded_tokens
+            assert s.prompt_tokens_sent >= s.prompt_tokens + s.copied_tokens
             assert result.stats.steps >= result.stats.generated_tokens
         first_end = next(k for k, (_, end) in enumerate(order) if end)
         assert {i for i, _ in order[:first_end]} == {0, 1, 2}  # all were under way before one ended

@@ -13,6 +13,10 @@
 - :mod:`.served_edit`, :mod:`.edit_run`, :mod:`.backends`, :mod:`.async_backend`,
   :mod:`.editor` -- the Copy-as-Decode client: one edit as requests, many edits at once,
   the engines (``LLM``, HTTP, ``AsyncLLM``) and the entry point.
+- :mod:`.session_channel` -- one engine request per edit (vLLM's streaming-input sessions)
+  on ``AsyncLLM`` and ``LLM``.
+- :mod:`.edit_endpoint`, :mod:`.api_server` -- ``POST /v1/cad/edits`` on vLLM's server
+  (``python -m cad_outlines.serving.api_server``).
 """
 
 from .async_backend import AsyncLLMBackend

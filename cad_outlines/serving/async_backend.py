@@ -8,10 +8,12 @@ Start the engine with our processor and prefix caching::
     editor = ServedEditor.from_async_llm(engine)
     results = await asyncio.gather(editor.aedit(doc1, "..."), editor.aedit(doc2, "..."))
 
-Every edit loop (:func:`~.edit_run.astream_edits`) opens a :class:`Channel`: each request
-of the edit is one ``AsyncLLM.generate`` task whose streamed outputs come back through
-the channel's queue, so any number of edits run concurrently on the loop and vLLM
-batches their requests. :meth:`AsyncLLMBackend.generate` is plain constrained generation
+Every edit loop (:func:`~.edit_run.astream_edits`) opens a channel whose streamed outputs
+come back through its queue, so any number of edits run concurrently on the loop and vLLM
+batches their requests: a :class:`~.session_channel.SessionChannel` (vLLM >= 0.32: each
+edit is ONE ``AsyncLLM.generate`` request with streaming input; copies and forced runs
+are appended to it) or a :class:`Channel` (each segment of the edit is its own request).
+:meth:`AsyncLLMBackend.generate` is plain constrained generation
 (a grammar by name or text), its grammar compiled by the :class:`~.grammar_gate.GrammarGate`
 before the request is admitted.
 """
@@ -27,6 +29,7 @@ from .edit_run import ALL, Update
 from .grammar_gate import GrammarGate
 from .request import ConstraintRequest, GrammarSpec, RequestError
 from .served_edit import Segment
+from .session_channel import SessionChannel, supports_sessions
 
 __all__ = ["AsyncLLMBackend", "Channel"]
 
@@ -75,12 +78,22 @@ class AsyncLLMBackend:
     """A ``vllm.v1.engine.async_llm.AsyncLLM`` started with
     ``logits_processors=[CadLogitsProcessor]`` and ``enable_prefix_caching=True``."""
 
-    def __init__(self, engine, gate: GrammarGate | None = None):
+    def __init__(self, engine, gate: GrammarGate | None = None, *, one_request: bool | None = None):
+        """`one_request`: run each edit as ONE engine request (vLLM's streaming-input
+        sessions, :class:`~.session_channel.SessionChannel`); None (default): where the
+        engine supports it, else a request per op. True on an engine without it raises
+        :class:`RequestError`."""
         self.engine = engine
         self.gate = gate or GrammarGate.for_model_config(engine.model_config)
+        supported = supports_sessions(engine)
+        if one_request and not supported:
+            raise RequestError("this engine takes no streaming input (vLLM >= 0.32 AsyncLLM): one request per edit "
+                               "is not available; use one_request=False")
+        self.one_request = supported if one_request is None else one_request
 
-    def channel(self) -> Channel:
-        return Channel(self.engine)
+    def channel(self) -> Channel | SessionChannel:
+        """A channel for one edit loop: one request per edit where :attr:`one_request`."""
+        return SessionChannel(self.engine) if self.one_request else Channel(self.engine)
 
     async def generate(self, prompt: str | list[int], *, grammar: str | None = None, grammar_text: str | None = None,
                        start: str | None = None, request_id: str | None = None, tag: str | None = None,

@@ -33,7 +33,8 @@ def sampling_params(segment: Segment):
     from vllm.sampling_params import RequestOutputKind
 
     return SamplingParams(max_tokens=segment.max_tokens, temperature=segment.temperature, seed=segment.seed,
-                          stop_token_ids=list(segment.stop_token_ids), extra_args=segment.extra_args,
+                          top_p=segment.top_p, stop_token_ids=list(segment.stop_token_ids),
+                          extra_args=segment.extra_args,
                           output_kind=RequestOutputKind.DELTA, detokenize=False)
 
 
@@ -81,6 +82,8 @@ class HTTPBackend:
                 "stream_options": {"include_usage": True}, "skip_special_tokens": False}
         if segment.seed is not None:
             body["seed"] = segment.seed
+        if segment.top_p != 1.0:
+            body["top_p"] = segment.top_p
         return body
 
     def submit(self, request_id: str, segment: Segment) -> None:

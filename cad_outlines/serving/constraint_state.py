@@ -153,6 +153,8 @@ class SequenceConstraint:
         self.error = error
         self.consumed = 0
         self.program_tokens = 0  # output tokens the matcher took (not the EOS after a copy)
+        # those tokens: vLLM clears a streaming-input request's output list before its next turn re-adds it
+        self.taken: list[int] = []
         self.stop = False  # a copy closed, or a forced run begins: the segment ends with EOS
         self.matcher: Matcher | None = None
         self.program: _Program | None = None
@@ -207,6 +209,7 @@ class SequenceConstraint:
                 self._fail(f"output token refused by the grammar: {e}")
                 continue
             self.program_tokens += 1
+            self.taken.append(tok)
             if self.program is not None and not self.matcher.is_finished():
                 try:
                     closed = self.program.feed(self.grammar.token_bytes(tok))
@@ -300,7 +303,7 @@ class SequenceConstraint:
         edit = self.request.edit
         if (edit is not None and edit.session and self.sessions is not None and self.stop
                 and self.error is None and self.matcher is not None):
-            ids = tuple(edit.program_ids) + tuple(self.output_ids[: self.program_tokens])
+            ids = tuple(edit.program_ids) + tuple(self.taken)
             self.sessions.put(edit.session, ids, self.matcher, self.program)
 
 

@@ -39,10 +39,12 @@ class Update:
 
 @dataclass
 class Step:
-    """What one update (or the start) leads to: requests to send, events to hand out."""
+    """What one update (or the start) leads to: requests to send, events to hand out, and
+    the sessions (edits) that are over (an engine that keeps one request per edit ends it)."""
 
     send: list[tuple[str, Segment]] = field(default_factory=list)
     events: list[tuple[ServedEdit, EditEvent]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
 
 
 _ids = itertools.count()
@@ -92,6 +94,7 @@ class EditRun:
         """Queue the edit's next request, or its final event when it is over."""
         seg = edit.next_segment()
         if seg is None:
+            step.ended.append(edit.session)
             step.events.append((edit, EditEvent(result=edit.result(), kind="end")))
             return
         rid = f"{edit.session}-{next(_ids)}"
@@ -99,12 +102,31 @@ class EditRun:
         step.send.append((rid, seg))
 
 
+def _engine_path(target, edits: list[ServedEdit]) -> None:
+    """Tell the edits whether `target` (a backend or channel) keeps one request per edit
+    (its ``one_request`` attribute: True where the engine supports appending input to a
+    live request)."""
+    one = bool(getattr(target, "one_request", False))
+    for edit in edits:
+        edit.use_one_request(one)
+
+
+def _finish(target, step: Step) -> None:
+    """End the engine requests of the edits that are over (one request per edit)."""
+    finish = getattr(target, "finish", None)
+    if finish is not None:
+        for session in step.ended:
+            finish(session)
+
+
 def stream_edits(backend, edits: Iterable[ServedEdit]) -> Iterator[tuple[ServedEdit, EditEvent]]:
     """Run `edits` concurrently on a blocking `backend`, yielding (edit, event) as ops
     resolve (see :class:`EditRun`)."""
     run = EditRun(edits)
+    _engine_path(backend, run.edits)
 
     def apply(step: Step) -> list[tuple[ServedEdit, EditEvent]]:
+        _finish(backend, step)
         for rid, seg in step.send:
             backend.submit(rid, seg)
         return step.events
@@ -120,9 +142,11 @@ async def astream_edits(backend, edits: Iterable[ServedEdit]) -> AsyncIterator[t
     (edit, event) as ops resolve; leaving early aborts the requests still in flight."""
     run = EditRun(edits)
     channel = backend.channel()
+    _engine_path(channel, run.edits)
     try:
         step = run.start()
         while True:
+            _finish(channel, step)
             for rid, seg in step.send:
                 channel.submit(rid, seg)
             for item in step.events:

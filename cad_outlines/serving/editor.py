@@ -13,7 +13,9 @@ from ..grammars import grammar_path
 from .async_backend import AsyncLLMBackend
 from .backends import EngineBackend, HTTPBackend
 from .edit_run import arun_edits, astream_edits, run_edits, stream_edits
+from .request import RequestError
 from .served_edit import ServedEdit
+from .session_channel import EngineSessionBackend, supports_sessions
 from .tokenizer import shared_vocabulary
 
 __all__ = ["ServedEditor"]
@@ -29,8 +31,9 @@ class ServedEditor:
     :class:`~cad_outlines.serving.vllm_processor.CadLogitsProcessor` loaded."""
 
     def __init__(self, backend, tokenizer, *, model_vocab_size: int | None = None, vocab: Vocabulary | None = None,
-                 cache=True):
+                 cache=True, max_context: int | None = None):
         self.backend, self.tokenizer = backend, tokenizer
+        self.max_context = max_context  # the model's context (max_model_len), when known: edits stop before it
         vocab = vocab or Vocabulary.from_tokenizer(tokenizer, model_vocab_size=model_vocab_size)
         self.grammar = compile_grammar(grammar_path("copy_edit"), vocab, cache=cache, progress=False)
         self.encoder = TokenEncoder(tokenizer, vocab)
@@ -41,16 +44,28 @@ class ServedEditor:
         return cls(backend, tok, vocab=vocab, **kwargs)
 
     @classmethod
-    def from_llm(cls, llm, **kwargs) -> ServedEditor:
-        """For an in-process ``vllm.LLM``."""
+    def from_llm(cls, llm, *, one_request: bool | None = None, **kwargs) -> ServedEditor:
+        """For an in-process ``vllm.LLM``. Each edit is ONE engine request where the engine
+        takes streaming input (vLLM >= 0.32; `one_request=False`: a request per op)."""
         config = llm.llm_engine.model_config
-        return cls._for_model(EngineBackend(llm), str(config.tokenizer), config.get_vocab_size(), **kwargs)
+        kwargs.setdefault("max_context", config.max_model_len)
+        supported = supports_sessions(llm.llm_engine)
+        if one_request and not supported:
+            raise RequestError("this engine takes no streaming input (vLLM >= 0.32): one request per edit is not "
+                               "available; use one_request=False")
+        backend = EngineSessionBackend(llm) if (supported if one_request is None else one_request) \
+            else EngineBackend(llm)
+        return cls._for_model(backend, str(config.tokenizer), config.get_vocab_size(), **kwargs)
 
     @classmethod
-    def from_async_llm(cls, engine, **kwargs) -> ServedEditor:
-        """For an in-process ``AsyncLLM``: use :meth:`astream`, :meth:`aedit`, :meth:`aedit_many`."""
+    def from_async_llm(cls, engine, *, one_request: bool | None = None, **kwargs) -> ServedEditor:
+        """For an in-process ``AsyncLLM``: use :meth:`astream`, :meth:`aedit`, :meth:`aedit_many`.
+        Each edit is ONE engine request where the engine takes streaming input (vLLM >= 0.32;
+        `one_request=False`: a request per op); ``result.stats.engine_path`` says which."""
         config = engine.model_config
-        return cls._for_model(AsyncLLMBackend(engine), str(config.tokenizer), config.get_vocab_size(), **kwargs)
+        kwargs.setdefault("max_context", config.max_model_len)
+        return cls._for_model(AsyncLLMBackend(engine, one_request=one_request), str(config.tokenizer),
+                              config.get_vocab_size(), **kwargs)
 
     @classmethod
     def from_server(cls, base_url: str, model: str, tokenizer: str | Path, *, model_vocab_size: int | None = None,
@@ -61,7 +76,8 @@ class ServedEditor:
 
     def new_edit(self, document: str, instruction: str = "", **kwargs) -> ServedEdit:
         """A :class:`ServedEdit` (keyword arguments: max_new_tokens, prompt, script,
-        monotonic, temperature, seed, tag, forced_min_run)."""
+        monotonic, temperature, seed, top_p, tag, forced_min_run, max_context)."""
+        kwargs.setdefault("max_context", self.max_context)
         return ServedEdit(self.grammar, self.encoder, document, instruction, **kwargs)
 
     def _edits(self, jobs: Sequence[tuple[str, str] | dict], kwargs: dict) -> list[ServedEdit]:

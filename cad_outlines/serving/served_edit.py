@@ -36,7 +36,8 @@ from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_pro
 from ..generators.encoding import TokenEncoder
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
-__all__ = ["Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats", "ServingError", "script_program_ids"]
+__all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats",
+           "ServingError", "script_program_ids"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Segment:
     stop_token_ids: tuple[int, ...]
     temperature: float = 0.0
     seed: int | None = None
+    top_p: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,21 @@ class SegmentOutcome:
     cached_tokens: int | None = None
 
 
+ONE_REQUEST = "one_request"  # the edit is one engine request; copies and forced runs are appended as its input
+REQUEST_PER_OP = "request_per_op"  # a new request per copy and per forced run (prefix cache for what was sent)
+
+
 @dataclass
 class ServedEditStats(EditStats):
-    """:class:`EditStats` plus what serving adds: requests sent, prompt tokens sent and
-    found in the prefix cache (so the model computed only sent - cached of them)."""
+    """:class:`EditStats` plus what serving adds: how the edit ran on the engine
+    (``engine_path``: :data:`ONE_REQUEST` or :data:`REQUEST_PER_OP`), requests sent
+    (segments: one per turn of the single request on the one-request path), prompt
+    tokens sent and found in the prefix cache (so the model computed only sent - cached of
+    them), and :attr:`computed_tokens`."""
 
+    engine_path: str = REQUEST_PER_OP
     requests: int = 0
-    prompt_tokens_sent: int = 0
+    prompt_tokens_sent: int = 0  # one request per edit: only what each turn appended (the engine keeps the rest)
     cached_tokens: int = 0
     steps: int = 0  # tokens the engine sampled for this edit, EOS included: one engine step each
     forced_runs: int = 0  # grammar-forced runs appended to a prompt (their tokens: fast_forwarded_tokens)
@@ -75,7 +85,9 @@ class ServedEditStats(EditStats):
     @property
     def computed_tokens(self) -> int:
         """Tokens the model ran a forward over: uncached prompt tokens + one per step
-        (every sampled token, the EOS that ends a request included)."""
+        (every sampled token, the EOS that ends a request included). With one request per
+        edit that is prompt + copied + forced-run tokens - prefix-cache hits + steps; with a
+        request per op every request adds the recomputed tail of its last KV block."""
         return self.prompt_tokens_sent - self.cached_tokens + self.steps
 
 
@@ -115,13 +127,15 @@ class ServedEdit:
 
     def __init__(self, grammar: CompiledGrammar, encoder: TokenEncoder, document: str, instruction: str = "", *,
                  max_new_tokens: int = 512, prompt: str | None = None, script: str | None = None,
-                 monotonic: bool = False, temperature: float = 0.0, seed: int | None = None,
-                 session: str | None = None, tag: str | None = None, forced_min_run: int = 2):
+                 monotonic: bool = False, temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0,
+                 session: str | None = None, tag: str | None = None, forced_min_run: int = 2,
+                 max_context: int | None = None):
         if forced_min_run < 0:
             raise ValueError(f"forced_min_run must be >= 0 (0: forced runs are decoded), not {forced_min_run}")
         self.grammar, self.encoder, self.document = grammar, encoder, document
         self.max_new_tokens, self.monotonic, self.forced_min_run = max_new_tokens, monotonic, forced_min_run
-        self.temperature, self.seed = temperature, seed
+        self.temperature, self.seed, self.top_p = temperature, seed, top_p
+        self.max_context = max_context  # the model's context (max_model_len): the edit stops before it is full
         self.session = session or f"edit-{uuid.uuid4().hex[:12]}-{next(_counter)}"
         self.tag = tag or self.session
         self.started = time.perf_counter()
@@ -145,13 +159,30 @@ class ServedEdit:
         self._next_kind = "prompt"  # what the next request's new prompt tokens are (stats.forwards)
         self._sent_at = 0.0
         self._in_flight = False
+        self.one_request = False  # set by the run loop (use_one_request) when the engine keeps the edit's request
+        self._engine_len = 0  # one request per edit: tokens of `context` the engine already holds
         self.stop_reason: str | None = None
         self.eos_ids = tuple(grammar.eos_token_ids)
 
     # -- requests ----------------------------------------------------------------------------
+    def use_one_request(self, on: bool = True) -> None:
+        """Say how the engine runs this edit (before its first segment): in ONE request whose
+        input grows by what each segment appends (the engine keeps its KV blocks and every
+        token it sampled but the last, the EOS that ends a turn), or a request per segment."""
+        if self.stats.requests:
+            raise RuntimeError("the engine path of an edit is set before its first segment")
+        self.one_request = on
+        self.stats.engine_path = ONE_REQUEST if on else REQUEST_PER_OP
+
     @property
     def done(self) -> bool:
         return self.stop_reason is not None
+
+    @property
+    def engine_context(self) -> list[int]:
+        """One request per edit: the tokens the engine's request holds (the chunks sent and
+        every program token it sampled; not the EOS that ends a turn, not what is still to send)."""
+        return self.context[: self._engine_len]
 
     def next_segment(self) -> Segment | None:
         """The next request to send, or None when the edit is over."""
@@ -163,6 +194,14 @@ class ServedEdit:
         if left <= 0:
             self.stop_reason = "max_new_tokens"
             return None
+        # one more token than the budget: the EOS that ends a segment at a copy
+        budget = left + 1
+        if self.max_context is not None:
+            room = self.max_context - len(self.context)
+            if room <= 1:  # no room for a program token and the EOS after it
+                self.stop_reason = "context_length"
+                return None
+            budget = min(budget, room)
         request = ConstraintRequest(
             grammar=GrammarSpec(name="copy_edit"),
             edit=EditSegment(n_lines=self.n_lines, monotonic=self.monotonic, program_ids=tuple(self.program_ids),
@@ -173,11 +212,11 @@ class ServedEdit:
         self._segment_tokens = 0
         self._sent_at = time.perf_counter()
         self.stats.requests += 1
-        self.stats.prompt_tokens_sent += len(self.context)
+        self.stats.prompt_tokens_sent += len(self.context) - (self._engine_len if self.one_request else 0)
+        self._engine_len = len(self.context)
         self.stats.forwards[self._next_kind] += 1
-        # one more token than the budget: the EOS that ends a segment at a copy
-        return Segment(list(self.context), left + 1, request.to_extra_args(), self.eos_ids, self.temperature,
-                       self.seed)
+        return Segment(list(self.context), budget, request.to_extra_args(), self.eos_ids, self.temperature,
+                       self.seed, self.top_p)
 
     def on_tokens(self, token_ids: list[int]) -> list[EditEvent]:
         """New output tokens of the segment in flight; returns the events they make."""
@@ -190,6 +229,7 @@ class ServedEdit:
                 raise ServingError(f"the engine went on after a segment should have ended (token {tok}); is the "
                                    "CadLogitsProcessor loaded?", self.result(partial=True))
             self.matcher.advance(tok)  # the server applied the same grammar: a refusal is a protocol error
+            self._engine_len += 1  # a sampled program token stays in the engine's sequence (not so the EOS)
             self.stats.generated_tokens += 1
             self.stats.forwards["decode"] += 1
             self._segment_tokens += 1
@@ -229,7 +269,9 @@ class ServedEdit:
             self._next_kind = "copy"
             return self._extend(self.matcher.forced_tokens(self.encoder.encode))
         if outcome.finish_reason == "length" or self.stats.generated_tokens >= self.max_new_tokens:
-            self.stop_reason = "max_new_tokens"
+            full = self.max_context is not None and len(self.context) + 1 >= self.max_context
+            self.stop_reason = "context_length" if full and self.stats.generated_tokens < self.max_new_tokens \
+                else "max_new_tokens"
             return []
         if outcome.finish_reason == "stop" and self.forced_min_run and self._segment_tokens:
             forced = self.matcher.forced_tokens(self.encoder.encode)

@@ -1,0 +1,301 @@
+"""One engine request per Copy-as-Decode edit (vLLM's streaming-input sessions) and the
+``POST /v1/cad/edits`` route, on a real vLLM engine (CPU build) with the tiny random
+Qwen2-shaped model of tests/test_serving.py: in-process by ``AsyncLLM``, and over HTTP
+against ``python -m cad_outlines.serving.api_server`` on 127.0.0.1.
+
+Skipped when vLLM is not importable (install it with ``pip install -e ".[vllm]"``)."""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (see docs/serving.md)")
+
+from cad_outlines import oracle_program, resolve  # noqa: E402
+from cad_outlines.edits.program import Copy, parse_program  # noqa: E402
+from cad_outlines.serving import ServedEditor  # noqa: E402
+from tests.test_serving import ENGINE, SERVER_ARGS, free_port, kill_server, make_tiny_model  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+DOC = "".join(f"def f{i}(x):\n    y = x * {i}\n    return y + {i}\n\n\n" for i in range(8))
+NEW = DOC.replace("    y = x * 3\n", "    y = x * 3 + 1\n")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(data_dir, tmp_path_factory):
+    return make_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), data_dir / "tokenizers" / "gpt2")
+
+
+# -- in-process AsyncLLM ------------------------------------------------------------------------
+@pytest.fixture(scope="class")
+def engine(tiny_model, tmp_path_factory):
+    """(AsyncLLM, its event loop): every test runs on this one loop."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+
+    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_async_edits"))
+    loop = asyncio.new_event_loop()
+    try:
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
+                                                             logits_processors=[CadLogitsProcessor], **ENGINE))
+
+        engine = loop.run_until_complete(start())
+        yield engine, loop
+        engine.shutdown()
+    finally:
+        loop.close()
+        os.environ.pop("CAD_OUTLINES_CACHE", None)
+
+
+class TestOneRequestPerEdit:
+    def test_vllm_keeps_every_sampled_token_but_the_last_and_appends_the_next_chunk(self, engine):
+        """What the one-request path relies on (vLLM 0.32 streaming input): after a turn the
+        request holds its prompt and every token it sampled but the last, and the next chunk
+        is appended to exactly that. Read back from the prefix cache: a fresh request finds
+        the session's full blocks only if its prompt is the session's sequence."""
+        from vllm import SamplingParams
+        from vllm.engine.protocol import StreamingInput
+        from vllm.inputs.engine import tokens_input
+        from vllm.sampling_params import RequestOutputKind
+
+        llm, loop = engine
+        first, second = list(range(1000, 1040)), list(range(2000, 2030))  # 40 + 3 kept + 30: two full 32-blocks
+        params = [SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=True, output_kind=RequestOutputKind.DELTA)
+                  for n in (4, 1)]
+
+        async def session() -> list[int]:
+            gate: asyncio.Queue = asyncio.Queue()
+
+            async def inputs():
+                yield StreamingInput(tokens_input(first), params[0])
+                await gate.get()
+                yield StreamingInput(tokens_input(second), params[1])
+
+            sampled = []
+            async for out in llm.generate(inputs(), params[0], "session-check"):
+                sampled += out.outputs[0].token_ids
+                if out.outputs[0].finish_reason is not None and len(sampled) == 4:
+                    gate.put_nowait(True)  # turn 1 is over: send the next chunk
+            return sampled
+
+        async def cached(prompt: list[int], rid: str) -> int:
+            async for out in llm.generate({"prompt_token_ids": prompt}, SamplingParams(max_tokens=1), rid):
+                last = out
+            return last.num_cached_tokens
+
+        sampled = loop.run_until_complete(session())
+        assert len(sampled) == 5
+        kept_last = loop.run_until_complete(cached(first + sampled[:4] + second, "as-if-kept"))
+        dropped_last = loop.run_until_complete(cached(first + sampled[:3] + second, "as-if-dropped"))
+        assert (kept_last, dropped_last) == (32, 64)
+
+    def test_an_edit_is_one_request_computing_only_what_it_appends(self, engine):
+        """A teacher-forced edit: the same program and text on both paths; on the one-request
+        path the engine gets only the prompt and what each turn appends (copied lines, forced
+        runs), so it computes no more than prompt + program + copied tokens (+ one EOS per
+        turn), and less than with a request per op."""
+        from vllm import SamplingParams
+
+        from cad_outlines.serving.edit_run import arun_edits
+
+        llm, loop = engine
+        one = ServedEditor.from_async_llm(llm)
+        per_op = ServedEditor.from_async_llm(llm, one_request=False)
+        script = oracle_program(DOC, NEW).to_text()
+
+        edit = one.new_edit(DOC, "Fix f3. (A)", script=script)
+
+        async def main():
+            await one.aedit(DOC, "warm the shared prefix", script=script)  # both runs then find the same blocks cached
+            a = (await arun_edits(one.backend, [edit]))[0]
+            b = await per_op.aedit(DOC, "Fix f3. (B)", script=script)
+            # the request held exactly the client's context: a fresh request with it finds every full block cached
+            async for out in llm.generate({"prompt_token_ids": edit.engine_context}, SamplingParams(max_tokens=1),
+                                          "read-back"):
+                read_back = out
+            return a, b, read_back.num_cached_tokens
+
+        a, b, read_back = loop.run_until_complete(main())
+        assert read_back == (len(edit.engine_context) - 1) // 32 * 32 > a.stats.cached_tokens
+        for r in (a, b):
+            assert r.complete and r.text == NEW and r.text == resolve(parse_program(r.program_text), DOC)
+        assert a.program_text == b.program_text
+        sa, sb = a.stats, b.stats
+        assert (sa.engine_path, sb.engine_path) == ("one_request", "request_per_op")
+        copies = sum(isinstance(op, Copy) for op in a.program.ops)
+        assert copies >= 2 and sa.requests >= copies + 1  # turns of the one request
+        # sent: the prompt, the copied lines and the forced runs (not one that ends the program: nothing follows it)
+        assert sa.prompt_tokens_sent == len(edit.engine_context) - sa.generated_tokens
+        assert sa.prompt_tokens_sent <= sa.prompt_tokens + sa.copied_tokens + sa.fast_forwarded_tokens
+        assert 0 < sa.cached_tokens < sb.cached_tokens  # the shared prefix, once: later turns resume in place
+        # computed: what the request holds, once, less the prefix-cache hits, and one EOS step per turn
+        assert sa.computed_tokens == len(edit.engine_context) - sa.cached_tokens + sa.requests
+        program = sa.generated_tokens + sa.fast_forwarded_tokens
+        assert sa.computed_tokens <= 1.1 * (sa.prompt_tokens + program + sa.copied_tokens)
+        assert sa.computed_tokens < sb.computed_tokens
+        print(f"tokens computed: one request {sa.computed_tokens} ({sa.requests} turns), request per op "
+              f"{sb.computed_tokens} ({sb.requests} requests, {sb.prompt_tokens_sent} prompt tokens sent)")
+
+
+# -- the edit route over HTTP -------------------------------------------------------------------
+BODY_LIMIT = 200_000
+
+
+@pytest.fixture(scope="class")
+def edit_server(tiny_model, tmp_path_factory):
+    port = free_port()
+    log = tmp_path_factory.mktemp("edit_server") / "server.log"
+    env = {**os.environ, "CAD_OUTLINES_CACHE": str(tmp_path_factory.mktemp("grammar_cache_edits")),
+           "CAD_OUTLINES_EDIT_MAX_BODY_BYTES": str(BODY_LIMIT)}
+    cmd = [sys.executable, "-m", "cad_outlines.serving.api_server", "--model", str(tiny_model),
+           "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 600
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5):
+                break
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if time.time() > deadline:
+                kill_server(proc)
+                pytest.fail(f"the server did not come up:\n{log.read_text()[-4000:]}")
+            time.sleep(2)
+    yield proc, url, port, log
+    kill_server(proc)
+
+
+def post_edit(url: str, body: bytes | dict, timeout: float = 300) -> tuple[int, list[dict]]:
+    """(status, NDJSON lines or the error body)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(f"{url}/v1/cad/edits", data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            assert resp.headers["content-type"].startswith("application/x-ndjson")
+            return resp.status, [json.loads(line) for line in resp if line.strip()]
+    except urllib.error.HTTPError as e:
+        return e.code, [json.loads(e.read())]
+
+
+def running(url: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("vllm:num_requests_running"))
+
+
+class TestEditEndpoint:
+    def test_an_edit_streams_its_ops_and_ends_with_the_resolved_text(self, edit_server):
+        _, url, _, _ = edit_server
+        status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 60,
+                                        "temperature": 1.0, "top_p": 1.0, "seed": 42, "model": "tiny"})
+        assert status == 200 and lines[-1]["event"] == "end" and all(x["event"] != "error" for x in lines)
+        assert sum(x["event"] == "copy" for x in lines) >= 2  # a seed that copies: the edit took several turns
+        assert lines[-1]["stats"]["requests"] >= 3
+        end = lines[-1]
+        assert end["text"] == resolve(parse_program(end["program"], partial=True), DOC, partial=True)
+        streamed = "".join(x["text"] for x in lines[:-1] if x["event"] in ("copy", "gen_text"))
+        # the ops came as they resolved (a gen cut by max_tokens streamed text the partial result leaves out)
+        assert streamed == end["text"] if end["complete"] else streamed.startswith(end["text"])
+        for x in lines:
+            if x["event"] == "copy":
+                i, j = x["lines"]
+                assert x["text"] == "".join(DOC.splitlines(keepends=True)[i - 1:j])
+        stats = end["stats"]
+        assert stats["engine_path"] == "one_request" and end["stop_reason"] in ("end", "max_new_tokens")
+        program = stats["generated_tokens"] + stats["fast_forwarded_tokens"]
+        assert stats["computed_tokens"] <= 1.1 * (stats["prompt_tokens"] + program + stats["copied_tokens"])
+        assert end["diff"].startswith("--- before") or end["text"] == DOC
+
+    def test_bad_requests_get_one_clear_line_and_the_server_goes_on(self, edit_server):
+        _, url, _, _ = edit_server
+        cases = [
+            (b'{"instruction": "x"}', 400, "document is missing"),
+            ('{"document": "\xff", "instruction": "x"}'.encode("latin-1"), 400, "not UTF-8"),
+            (b'{"document": "a\\n", "instruction": "x", "stop": ["y"]}', 400, "unknown field(s) ['stop']"),
+            (b'{"document": "a\\n", "instruction": "x", "temperature": "hot"}', 400, "temperature must be a number"),
+            (b'{"document": "a\\n", "instruction": "x", "temperature": 50}', 400, "temperature must be in"),
+            (b'{"document": "a\\n", "instruction": "x", "max_tokens": 0}', 400, "max_tokens must be in"),
+            (b'{"document": "a\\n", "instruction": "x", "model": "other"}', 404, "not served here"),
+            (b"not json", 400, "not JSON"),
+            (json.dumps({"document": "word " * 3000, "instruction": "x"}).encode(), 400, "too long"),
+            (json.dumps({"document": "a" * (BODY_LIMIT + 1), "instruction": "x"}).encode(), 413, "limit"),
+        ]
+        for body, status, words in cases:
+            got, lines = post_edit(url, body)
+            message = lines[0]["error"]["message"]
+            assert got == status and words in message and "\n" not in message, (body[:60], got, message)
+        status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 8})
+        assert status == 200 and lines[-1]["event"] == "end"
+
+    def test_a_client_leaving_mid_edit_aborts_its_request(self, edit_server):
+        """The client reads the first line of a long edit and hangs up: the edit's request is
+        aborted at once (an edit of 1,500 sampled tokens would keep the engine busy for many
+        seconds), and the server serves the next edit."""
+        _, url, port, _ = edit_server
+        body = json.dumps({"document": DOC, "instruction": "Fix f3.", "max_tokens": 1500, "temperature": 1.0,
+                           "seed": 14}).encode()  # a seed whose program opens a gen and goes on
+        sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+        sock.sendall(b"POST /v1/cad/edits HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b'"event"') < 3:  # a few events: the edit is decoding
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the stream"
+            got += chunk
+        assert b'"event": "end"' not in got, "the edit ended before the client left; pick a longer one"
+        assert running(url) == 1
+        sock.close()
+        left = time.perf_counter()
+        while running(url) > 0:
+            assert time.perf_counter() - left < 10, "the edit's request kept running after the client left"
+            time.sleep(0.1)
+        status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 8})
+        assert status == 200 and lines[-1]["event"] == "end"
+
+
+# -- in-process LLM (blocking) ------------------------------------------------------------------
+@pytest.fixture(scope="class")
+def llm(tiny_model, tmp_path_factory):
+    from vllm import LLM
+
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+
+    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm_edits"))
+    try:
+        llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
+        yield llm
+        llm.llm_engine.engine_core.shutdown()
+    finally:
+        os.environ.pop("CAD_OUTLINES_CACHE", None)
+
+
+class TestOneRequestOnLLM:
+    def test_edits_run_as_one_request_each_on_the_blocking_engine(self, llm):
+        """The blocking ``LLM`` makes the same resumable requests: concurrent edits, each one
+        request, the same programs as with a request per op."""
+        script = oracle_program(DOC, NEW).to_text()
+        ServedEditor.from_llm(llm).edit(DOC, "warm the shared prefix", script=script)  # the same cache hits for all
+        one = ServedEditor.from_llm(llm).edit_many([(DOC, "Fix f3. (C)"), (DOC, "Fix f3. (D)")], script=script)
+        per_op = ServedEditor.from_llm(llm, one_request=False).edit(DOC, "Fix f3. (E)", script=script)
+        for r in one:
+            s = r.stats
+            assert r.complete and r.text == NEW and r.program_text == per_op.program_text
+            assert s.engine_path == "one_request" and s.requests > 2
+            assert s.prompt_tokens_sent <= s.prompt_tokens + s.copied_tokens + s.fast_forwarded_tokens
+            assert s.computed_tokens < per_op.stats.computed_tokens
+        assert per_op.stats.engine_path == "request_per_op"

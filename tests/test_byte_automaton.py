@@ -11,9 +11,9 @@ from cad_outlines.engine.compiled_grammar import CompiledGrammar
 from cad_outlines.engine.store.flat_grammar import lazy_lexer_arrays
 from cad_outlines.engine.store.lexer import BOUNDARY, Lexer
 from cad_outlines.engine.store.lexer_index import byte_automaton
-from tests.test_engine import JSON, ToyVocab
-from tests.test_native_matcher import LOOKAHEAD
-from tests.test_streamline import PY
+from tests.helpers import JSON, ToyVocab
+from tests.helpers import LOOKAHEAD
+from tests.helpers import PY
 
 GRAMMARS = {"json": JSON, "py": PY, "copy_edit": grammar_path("copy_edit"), "lookahead": LOOKAHEAD, "sql": "sql"}
 

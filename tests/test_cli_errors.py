@@ -180,7 +180,7 @@ def test_analyze_without_matplotlib_writes_the_rest_and_says_so(capsys, tmp_path
 
 
 def test_printing_a_compiled_grammar_is_one_short_line(tmp_path):
-    from tests.test_engine import ToyVocab
+    from tests.helpers import ToyVocab
 
     text = repr(compile_grammar("json", ToyVocab.make(), cache=tmp_path, progress=False))
     assert text.startswith("CompiledGrammar(start='start'") and len(text) < 200 and "\n" not in text

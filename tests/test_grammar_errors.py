@@ -10,7 +10,7 @@ from cad_outlines.engine.compile import load_lark
 from cad_outlines.engine.frontend.grammar_load import load_rules
 from cad_outlines.engine.matcher import Matcher
 from cad_outlines.grammars import available_grammars, grammar_dir, grammar_path, grammar_source
-from tests.test_engine import ToyVocab, encode
+from tests.helpers import ToyVocab, encode
 
 
 @pytest.fixture(scope="module")

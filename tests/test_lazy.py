@@ -16,9 +16,9 @@ from cad_outlines.engine.compile_profile import CompileProfile
 from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch, unpack_bitmask
 from cad_outlines.engine.vocabulary import Vocabulary
 from tests.fixture_data import SMALL
-from tests.test_engine import JSON, ToyVocab, encode
-from tests.test_native_matcher import LOOKAHEAD
-from tests.test_streamline import PY
+from tests.helpers import JSON, ToyVocab, encode
+from tests.helpers import LOOKAHEAD
+from tests.helpers import PY
 
 TEXTS = {"json": JSON, "py": PY, "copy_edit": grammar_path("copy_edit"), "lookahead": LOOKAHEAD}
 

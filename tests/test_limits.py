@@ -6,7 +6,7 @@ import pytest
 from cad_outlines import ResourceLimitError, compile_grammar
 from cad_outlines.engine.frontend import terminals
 from cad_outlines.limits import DEFAULT_LIMITS, Limits
-from tests.test_engine import ToyVocab
+from tests.helpers import ToyVocab
 
 
 @pytest.fixture(scope="module")

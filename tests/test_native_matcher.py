@@ -17,17 +17,7 @@ from cad_outlines.engine.matcher import (
     unpack_bitmask,
 )
 from cad_outlines.engine.reference.matcher import ReferenceMatcher
-from tests.test_engine import JSON, ToyVocab, encode
-from tests.test_streamline import PY
-
-LOOKAHEAD = r"""
-start: (WORD | NUM | OP)*
-WORD: /[a-z]+(?![0-9])/
-NUM: /[0-9]+/
-OP: "<" | "<=" | "<<"
-%ignore " "
-"""
-
+from tests.helpers import JSON, ToyVocab, encode, LOOKAHEAD, PY
 
 @pytest.fixture(scope="module")
 def vocab():

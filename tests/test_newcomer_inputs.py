@@ -47,7 +47,7 @@ def test_a_misspelt_grammar_name_says_did_you_mean(typo, meant, tmp_path):
     msg = str(info.value)
     assert f"did you mean {meant!r}" in msg and repr(typo) in msg
     assert ", ".join(available_grammars()) in msg
-    from tests.test_engine import ToyVocab
+    from tests.helpers import ToyVocab
 
     with pytest.raises(GrammarError, match=f"did you mean {meant!r}"):
         compile_grammar(typo, ToyVocab.make(), cache=tmp_path, progress=False)
@@ -75,7 +75,7 @@ def test_an_empty_grammar_says_it_is_empty(text, tmp_path):
 
 def test_a_grammar_with_only_terminals_says_it_has_no_rules(tmp_path):
     from cad_outlines.errors import GrammarCompileError
-    from tests.test_engine import ToyVocab
+    from tests.helpers import ToyVocab
 
     with pytest.raises(GrammarCompileError, match="the grammar defines no rules") as info:
         compile_grammar('A: "a"\n%ignore " "\n', ToyVocab.make(), cache=False, progress=False)
@@ -127,7 +127,7 @@ def test_bitmask_rows_no_matcher_fills_allow_everything():
     import torch
 
     from cad_outlines import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace, fill_next_token_bitmask_batch
-    from tests.test_engine import ToyVocab
+    from tests.helpers import ToyVocab
 
     vocab = ToyVocab.make()
     grammar = compile_grammar("json", vocab, cache=False, progress=False)

@@ -3,7 +3,7 @@ no longer silent, and the mask-store bar no longer shows a total that grows as i
 
 from cad_outlines.engine import compile as compile_module
 from cad_outlines.grammar_report import analyze_grammar
-from tests.test_engine import ToyVocab
+from tests.helpers import ToyVocab
 
 
 def test_mask_store_bar_has_no_growing_total(monkeypatch):

@@ -14,23 +14,7 @@ from cad_outlines.engine.store.streamline import STEPS, config_contexts, one_hop
 from cad_outlines.engine.vocabulary import Vocabulary
 from cad_outlines.grammar_report import analyze_grammar
 from tests.fixture_data import require_shared
-from tests.test_engine import JSON, ToyVocab, index_equals_scalar
-
-PY = r"""
-start: (_NEWLINE | stmt)*
-?stmt: simple _NEWLINE | compound
-simple: NAME "=" expr | "pass" | "return" expr
-compound: "if" expr ":" suite | "def" NAME "(" [NAME ("," NAME)*] ")" ":" suite
-suite: simple _NEWLINE | _NEWLINE _INDENT stmt+ _DEDENT
-?expr: expr "+" atom | expr "-" atom | atom
-?atom: NAME | NUMBER | "(" expr ")" | NAME "(" [expr ("," expr)*] ")" | "-" atom
-NAME: /[a-z_]+/
-NUMBER: /[0-9]+/
-_NEWLINE: ( /\r?\n[\t ]*/ | /#[^\n]*/ )+
-%ignore /[\t ]+/
-%declare _INDENT _DEDENT
-"""
-
+from tests.helpers import JSON, ToyVocab, index_equals_scalar, PY
 
 def both(grammar, vocab, **kw):
     raw = compile_grammar(grammar, vocab, cache=False, progress=False, streamline=False, **kw)

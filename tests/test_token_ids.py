@@ -8,7 +8,7 @@ import pytest
 
 from cad_outlines import InvalidTokenError, Matcher, compile_grammar
 from cad_outlines.engine.token_ids import check_token_id
-from tests.test_engine import JSON, ToyVocab, encode
+from tests.helpers import JSON, ToyVocab, encode
 
 
 @pytest.mark.parametrize("token", [0, 5, 99, np.int64(7), np.uint16(3), np.int32(99)])

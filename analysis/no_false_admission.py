@@ -1,4 +1,4 @@
-"""No false admissions (seed 002, experiment 2): random walks over the engine's masks
+"""No false admissions (the streamlining blog's experiment 2): random walks over the engine's masks
 (uniform among allowed tokens); every emitted prefix must be a legal prefix for lark
 (decided by the independent checker in analysis/references) and every text ended by EOS must
 parse."""

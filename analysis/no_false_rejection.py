@@ -1,4 +1,4 @@
-"""No false rejections (seed 002, experiment 1): teacher-force real Python through the
+"""No false rejections (the streamlining blog's experiment 1): teacher-force real Python through the
 engine; every true next token must be allowed, and EOS at the end of every file."""
 
 from __future__ import annotations

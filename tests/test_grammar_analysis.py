@@ -1,4 +1,4 @@
-"""Grammar analyses (seed 003) against brute force on small grammars, and the appendix's
+"""Grammar analyses (the streamlining appendix, docs/references.md) against brute force on small grammars, and the appendix's
 worked examples."""
 
 import itertools

@@ -1,4 +1,4 @@
-"""Grammar analyses for mask-store streamlining (seed 003, re-derived from its definitions).
+"""Grammar analyses for mask-store streamlining (the streamlining appendix's definitions, re-derived; docs/references.md).
 
 With L the grammar's language, L_p its prefixes and Σ its terminals:
 

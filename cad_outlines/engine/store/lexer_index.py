@@ -1,7 +1,7 @@
 """The token-level lexer index: for every lexer configuration and vocabulary token,
 the (next configuration, terminal labels emitted) pairs the token can lead to.
 
-Seed 002's ``nfa_transition``, computed without a Python loop over configurations x
+The mask-store streamlining blog's ``nfa_transition`` (docs/references.md), computed without a Python loop over configurations x
 vocabulary: the lexer's configurations are first made an explicit automaton over bytes
 (:class:`ByteAutomaton`, from :meth:`Lexer.step`); then (hypothesis, token) pairs
 advance through its tables as numpy arrays, byte by byte. The walk after a token's first

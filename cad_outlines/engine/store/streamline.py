@@ -1,5 +1,5 @@
 """Mask-store streamlining: rewrite the store with grammar analyses so that decoding asks
-the parser fewer questions, with identical masks (seeds 002 and 003).
+the parser fewer questions, with identical masks (the mask-store streamlining blog and its technical appendix: docs/references.md).
 
 A row ``(emitted, entered, set)`` of configuration q passes, for a live configuration
 with parser state P and labels `pending` beyond it, iff P·pending·emitted·n is a prefix

@@ -101,3 +101,17 @@ def editor(tiny, tmp_path_factory):
     from cad_outlines.generators.copy_decode import CopyEditor
 
     return CopyEditor(*tiny, cache=tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _serving_admission_state_per_module():
+    """The admission gate's process-wide facts (the served model's vocabulary size, that a middleware
+    stands in front) describe one server process serving one model; test modules build several, so each
+    module starts without the last one's."""
+    yield
+    import sys
+
+    admission = sys.modules.get("cad_outlines.serving.admission")
+    if admission is not None:
+        admission._VOCAB_SIZES.clear()
+        admission._GATE_REQUIRED[0] = False

@@ -95,7 +95,10 @@ class CadLogitsProcessor(LogitsProcessor):
         is a lookup (the middleware's worker reached it); without a gate a new grammar is
         loaded here, blocking the caller."""
         try:
-            request = admit(getattr(sampling_params, "extra_args", None), vocab_size=admission_vocab_size())
+            # the vocabulary check needs the served model's size: on a server (the middleware's gate noted it;
+            # one model per process); in-process LLMs may hold several models, and their engine step guards ids
+            vocab_size = admission_vocab_size() if gate_required() else None
+            request = admit(getattr(sampling_params, "extra_args", None), vocab_size=vocab_size)
             if request is None or request.grammar is None:
                 return
             if gate_required():  # a server with the middleware: its gate reached a verdict, or it was bypassed

@@ -169,3 +169,17 @@ def test_edit_command_reports_a_cut_off_run(small_data, tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 1 and "INCOMPLETE: --max-new-tokens 5 reached" in captured.err and not out.exists()
     assert "<program>" in captured.out
+
+
+def test_edit_raises_no_future_warning(editor):
+    """The KV cache goes in under the keyword the model's forward takes (transformers' Cache
+    API): no deprecation warning from a whole edit, prompt, decode, copy and verify forwards."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        plain = editor.edit(DOC, "Make the dog a bird.", max_new_tokens=20)
+        spec = editor.execute(DOC, '<copy lines="1-2"/><gen>One day the cat saw a bird.\n</gen><copy lines="4-4"/>'
+                              "</program>", speculative=4)
+    assert plain.stats.forwards["prompt"] == 1 and spec.complete
+    assert spec.stats.forwards["copy"] == 2

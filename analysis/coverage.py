@@ -16,7 +16,7 @@ from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_tok
 from cad_outlines.edits.resolve import resolve_op
 
 from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args,
-                       corpus_argv, length_bucket, shared_data_dir)
+                       corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "copy ceiling: line-level and token-level copy coverage, tag costs, wall-clock bound"
@@ -235,6 +235,10 @@ def add_arguments(parser) -> None:
                         help="kernel speedup CSV (columns n, speedup, any others)")
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
                         help="keep only CSV rows matching these columns (one curve)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="long-file corpora (commits) only: a seeded sample of this many cases per length bucket "
+                             "(default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
 
 
 def run(args) -> int:
@@ -246,10 +250,13 @@ def run(args) -> int:
     pooled = Tally()
     curve = next(iter(curves.values()), None)
     points: list[tuple[int, float, float]] = []  # long-file corpora: (lines, changed fraction, bound) per case
+    sizes: dict[str, str] = {}
     for corpus in corpora_from_args(args):
         tally = Tally()
         by_bucket: dict[str, Tally] = {label: Tally() for label in [*LENGTH_BUCKETS, OVER]}
-        for case in corpus:
+        cases = sample_by_bucket(corpus, args.limit, f"{args.seed}:{corpus.name}") if corpus.bucketed else corpus
+        sizes[corpus.name] = f"{len(cases)} of {len(corpus)}"
+        for case in cases:
             one = case_tally(case.before, case.after, encode)
             tally.add(one)
             if corpus.bucketed:
@@ -275,7 +282,9 @@ def run(args) -> int:
               + (f" (selected `{args.kernel_select}`)" if args.kernel_select else "") + ": s(N) linear in log N "
               "between measured points, clamped outside, anchored at s(1) = 1 when the table has no N <= 1."
               if curves else f"No kernel CSV at `{args.kernel_csv}`: bounds are {NO_CSV}.")
-    body = f"""Tokenizer: {tok_name}. Pooled = sums over all cases of all corpora (not a mean of ratios). Rows
+    body = f"""Tokenizer: {tok_name}. Cases: {", ".join(f"{n} {k}" for k, n in sizes.items())}{
+        f" (long-file corpora: a seeded sample of {args.limit} per length bucket, seed {args.seed})"
+        if args.limit is not None else ""}. Pooled = sums over all cases of all corpora (not a mean of ratios). Rows
 `NAME <200`, `NAME 200-500`, `NAME 500-1,500` are a long-file corpus's document-length buckets (lines before the
 edit), each summed over its cases.
 
@@ -305,6 +314,8 @@ free, for comparison with bounds that ignore them). {kernel}
 {length_note}"""
     extra = [w for k in ("tokenizer", "kernel_select") if getattr(args, k) for w in (f"--{k.replace('_', '-')}",
                                                                                         getattr(args, k))]
+    if args.limit is not None:
+        extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
     path = write_report(out, "coverage", "Copy ceiling and wall-clock bound", body,

@@ -59,8 +59,9 @@ LABELS = {"regen": "full regeneration", "pld": "prompt lookup (n<=3, 10 drafts)"
           "cad_prefill": "CaD prefill", "cad_skip": "CaD skip", "cad_spec": "CaD prefill + speculative gen"}
 DEFAULT_LIMIT = 8
 QUICK_LIMIT = 2
-# long-file corpora (commits): cases per document-length bucket. One 500-1,500-line case costs about 15 min
-# at 1 thread (full regeneration alone decodes ~8k tokens at ~0.1 s each), so the default run stays near 40 min.
+# long-file corpora (commits): cases per document-length bucket. One 500-1,500-line case costs about half an
+# hour at 1 thread on qwen2.5-0.5b fp32 (full regeneration alone decodes ~9k tokens at ~0.1 s each, and every
+# method prefills its own ~9k-token prompt), so the default (3 cases) stays near 40 min on a quiet machine.
 DEFAULT_PER_BUCKET = 1
 # a tiny Qwen2 with the Qwen2.5 vocabulary: for smoke runs and tests
 QUICK_CONFIG = dict(CONFIGS["tiny"], vocab_size=151936)
@@ -221,6 +222,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
                         help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=cpu)")
     parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
+    parser.add_argument("--report-name", default=None,
+                        help="file name stem of the report, CSV and plots (default generator; --quick generator_quick)")
 
 
 @dataclass
@@ -466,7 +469,7 @@ def run(args) -> int:
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    name = "generator_quick" if args.quick else "generator"
+    name = args.report_name or ("generator_quick" if args.quick else "generator")
     write_cases_csv(out / f"{name}_cases.csv", by_corpus)
     if not args.no_plot:
         plot(by_corpus, bounds, out / f"{name}.png")
@@ -516,7 +519,7 @@ Per case, against document length and the changed fraction of its lines:
 ![generator by length]({name}_length.png)
 """
     extra = ["--quick"] if args.quick else []
-    for key in ("config", "dtype", "limit", "buckets", "seed", "threads", "draft", "kernel_select"):
+    for key in ("config", "dtype", "limit", "buckets", "seed", "threads", "draft", "kernel_select", "report_name"):
         val = getattr(args, key)
         default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "seed": 0, "threads": 1, "draft": 10}.get(key)
         if val is not None and val != default:

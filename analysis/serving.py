@@ -3,15 +3,16 @@ n-gram speculative decoding vs Copy-as-Decode.
 
 Model: a Qwen2.5-shaped model with seeded random weights (speed depends on shapes, not
 weight values) and the Qwen2.5 tokenizer, served in-process by ``vllm.LLM`` with prefix
-caching. Workload: ``--edits`` cases sampled from HumanEvalFix (python) and EditEval,
-all submitted at once; every method is teacher-forced on the gold output so the work
+caching. Workload: ``--edits`` cases sampled from HumanEvalFix (python) and EditEval
+(or ``--dataset``/``--jsonl`` corpora, e.g. the long-file ``commits``), all submitted at once; every method is teacher-forced on the gold output so the work
 is the same whatever the weights:
 
-* ``regen``: prompt = instruction + numbered document; a logits processor
+* ``regen``: prompt = instruction + the plain document (``regen_prompt``: no line numbers,
+  which would break n-gram matches at every line start); a logits processor
   (``cad_script_ids``, :class:`CadLogitsProcessor`) allows only the gold document's next
   token, then EOS.
 * ``ngram``: vLLM's own n-gram speculative decoding (prompt lookup, up to ``--draft``
-  tokens, n <= 3). vLLM refuses custom logits processors with speculative decoding, so
+  tokens, n <= 3), same plain-document prompt as ``regen``. vLLM refuses custom logits processors with speculative decoding, so
   the gold output is forced with vLLM's structured outputs instead (a regex matching
   exactly the gold text): the text is the same, but the model picks its own spelling of
   it in tokens, and with random weights the target rarely agrees with a draft; its time

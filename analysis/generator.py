@@ -254,7 +254,7 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> C
     targets = encode(case.after) + [eos]
     if b"".join(editor.vocab.token_bytes[t] for t in targets[:-1]) != case.after.encode("utf-8"):
         raise RuntimeError(f"{case.id}: the gold tokens do not spell the gold text")
-    prompt_ids = encode(regen_prompt(tokenizer, case.before, case.instruction))
+    prompt_ids = editor.encode_prompt(regen_prompt(tokenizer, case.before, case.instruction))
     runs = {
         "regen": run_regen(model, prompt_ids, targets),
         "pld": run_pld(model, prompt_ids, targets, draft=draft, eos_ids=(eos,)),

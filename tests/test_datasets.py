@@ -68,3 +68,29 @@ def test_commits_joins_both_repositories_and_is_bucketed(data_dir, monkeypatch):
     assert click.bucketed and list(click) == list(corpus)[:300]
     sample = sample_by_bucket(corpus, 3, "0:commits")
     assert len(sample) == 9
+
+
+def long_corpus() -> Corpus:
+    def case(i: int, n: int) -> EditCase:
+        before = "".join(f"value_{k} = compute({k}, 'item {k}')\n" for k in range(n))
+        return EditCase(f"c{i}", before, before.replace("compute(7,", "compute(70,"), "change 7 to 70")
+
+    return Corpus("long", tuple(case(i, n) for i, n in enumerate([60, 250, 520])), bucketed=True)
+
+
+@pytest.mark.parametrize("study", ["coverage", "perturb"])
+def test_studies_report_long_corpora_per_length_bucket(study, tmp_path, monkeypatch):
+    import argparse
+    import importlib
+
+    module = importlib.import_module(f"analysis.{study}")
+    monkeypatch.setattr(module, "corpora_from_args", lambda args: [long_corpus()])
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    argv = ["--out-dir", str(tmp_path)] + (["--tokenizer", "approx"] if study == "coverage" else ["--trials", "2"])
+    assert module.run(parser.parse_args(argv)) == 0
+    text = (tmp_path / f"{study}.md").read_text()
+    for label in LENGTH_BUCKETS:
+        assert f"| long {label} | 1 |" in text
+    if study == "coverage":
+        assert (tmp_path / "coverage_length.png").stat().st_size > 0 and "coverage_length.png" in text

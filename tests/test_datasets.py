@@ -94,3 +94,22 @@ def test_studies_report_long_corpora_per_length_bucket(study, tmp_path, monkeypa
         assert f"| long {label} | 1 |" in text
     if study == "coverage":
         assert (tmp_path / "coverage_length.png").stat().st_size > 0 and "coverage_length.png" in text
+
+
+def test_serving_study_takes_corpus_options(tmp_path):
+    import argparse
+
+    from analysis import serving
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"id": "a", "src": "x\n" * 5, "dst": "y\n" * 5, "why": "change"}) + "\n")
+    parser = argparse.ArgumentParser()
+    serving.add_arguments(parser)
+    args = parser.parse_args(["--jsonl", str(path), "--before-field", "src", "--after-field", "dst",
+                              "--instruction-field", "why"])
+    (corpus,) = serving.corpora(args)
+    assert [(c.id, c.instruction) for c in corpus] == [("a", "change")]
+    assert serving.sample_cases(3, 0, lambda case: True, [corpus]) == list(corpus)
+    argv = serving._argv(args)
+    assert argv[-8:] == ["--jsonl", str(path), "--before-field", "src", "--after-field", "dst",
+                         "--instruction-field", "why"]

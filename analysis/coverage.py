@@ -15,7 +15,8 @@ from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_tok
                                         greedy_token_cover, speedup_bound)
 from cad_outlines.edits.resolve import resolve_op
 
-from .datasets import REPO, add_corpus_arguments, corpora_from_args, corpus_argv, shared_data_dir
+from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args,
+                       corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "copy ceiling: line-level and token-level copy coverage, tag costs, wall-clock bound"
@@ -199,6 +200,32 @@ def plot(tallies: dict[str, Tally], path: Path) -> None:
     plt.close(fig)
 
 
+def plot_by_length(points: list[tuple[int, float, float]], curve_label: str, path: Path) -> None:
+    """Per-case closed-form bound against document length and changed fraction; `points`
+    holds (lines before, changed fraction, bound) of each case."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    bounds = [b for _, _, b in points]
+    for ax, xs, label in ((axes[0], [n for n, _, _ in points], "document length (lines before)"),
+                          (axes[1], [max(f, 1e-4) for _, f, _ in points], "changed fraction of the document's lines")):
+        ax.scatter(xs, bounds, s=10, alpha=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xlabel(label)
+    for lo, _ in list(LENGTH_BUCKETS.values())[1:]:
+        axes[0].axvline(lo, color="gray", lw=0.6, ls=":")
+    axes[0].set_ylabel("closed-form speedup bound (per case)")
+    fig.suptitle(f"Copy-as-Decode bound per case ({curve_label})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def add_arguments(parser) -> None:
     add_corpus_arguments(parser, DEFAULT)
     parser.add_argument("--tokenizer", default=None,
@@ -208,6 +235,10 @@ def add_arguments(parser) -> None:
                         help="kernel speedup CSV (columns n, speedup, any others)")
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
                         help="keep only CSV rows matching these columns (one curve)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="long-file corpora (commits) only: a seeded sample of this many cases per length bucket "
+                             "(default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
 
 
 def run(args) -> int:
@@ -217,11 +248,24 @@ def run(args) -> int:
         print(f"no kernel CSV at {args.kernel_csv}: bound columns say {NO_CSV!r}")
     tallies: dict[str, Tally] = {}
     pooled = Tally()
+    curve = next(iter(curves.values()), None)
+    points: list[tuple[int, float, float]] = []  # long-file corpora: (lines, changed fraction, bound) per case
+    sizes: dict[str, str] = {}
     for corpus in corpora_from_args(args):
         tally = Tally()
-        for case in corpus:
-            tally.add(case_tally(case.before, case.after, encode))
+        by_bucket: dict[str, Tally] = {label: Tally() for label in [*LENGTH_BUCKETS, OVER]}
+        cases = sample_by_bucket(corpus, args.limit, f"{args.seed}:{corpus.name}") if corpus.bucketed else corpus
+        sizes[corpus.name] = f"{len(cases)} of {len(corpus)}"
+        for case in cases:
+            one = case_tally(case.before, case.after, encode)
+            tally.add(one)
+            if corpus.bucketed:
+                by_bucket[length_bucket(case.lines_before)].add(one)
+                if curve is not None:
+                    points.append((case.lines_before, changed_fraction(case), one.bounds(curve)[0]))
         tallies[corpus.name] = tally
+        if corpus.bucketed:
+            tallies.update({f"{corpus.name} {label}": t for label, t in by_bucket.items() if t.cases})
         pooled.add(tally)
     tallies["pooled"] = pooled
     cov, cost, hist = tables(tallies, curves)
@@ -229,11 +273,20 @@ def run(args) -> int:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plot(tallies, out / "coverage.png")
+    length_note = ""
+    if points:
+        plot_by_length(points, next(iter(curves)), out / "coverage_length.png")
+        length_note = ("Per case (long-file corpora), the bound against document length and the changed fraction of "
+                       "its lines (first kernel curve):\n\n![coverage by length](coverage_length.png)\n")
     kernel = (f"Kernel curve(s) from `{args.kernel_csv}`"
               + (f" (selected `{args.kernel_select}`)" if args.kernel_select else "") + ": s(N) linear in log N "
               "between measured points, clamped outside, anchored at s(1) = 1 when the table has no N <= 1."
               if curves else f"No kernel CSV at `{args.kernel_csv}`: bounds are {NO_CSV}.")
-    body = f"""Tokenizer: {tok_name}. Pooled = sums over all cases of all corpora (not a mean of ratios).
+    body = f"""Tokenizer: {tok_name}. Cases: {", ".join(f"{n} {k}" for k, n in sizes.items())}{
+        f" (long-file corpora: a seeded sample of {args.limit} per length bucket, seed {args.seed})"
+        if args.limit is not None else ""}. Pooled = sums over all cases of all corpora (not a mean of ratios). Rows
+`NAME <200`, `NAME 200-500`, `NAME 500-1,500` are a long-file corpus's document-length buckets (lines before the
+edit), each summed over its cases.
 
 **Line-level** = tokens of the gold `after` lying wholly inside text produced by copy ops of the max-copy oracle
 program (`oracle_program`, tag costs counted in this tokenizer); a token straddling a copy/gen boundary counts as
@@ -257,9 +310,12 @@ free, for comparison with bounds that ignore them). {kernel}
 {PAPER}
 
 ![coverage](coverage.png)
-"""
+
+{length_note}"""
     extra = [w for k in ("tokenizer", "kernel_select") if getattr(args, k) for w in (f"--{k.replace('_', '-')}",
                                                                                         getattr(args, k))]
+    if args.limit is not None:
+        extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
     path = write_report(out, "coverage", "Copy ceiling and wall-clock bound", body,

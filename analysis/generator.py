@@ -5,11 +5,14 @@ Every method is teacher-forced on the gold answer, so the cost of an edit is mea
 whatever the model would have written (the model has random weights; speed depends on
 shapes, not weight values). Per case, on one model and KV cache:
 
-* ``regen``: full regeneration. Prompt = the same instruction + numbered document (asking
-  for the whole new document); then the gold new document one token per forward, plus the
-  forward that would predict the end token (argmax taken each step, as a greedy sampler).
+* ``regen``: full regeneration. Prompt = the instruction + the PLAIN document (asking for
+  the whole new document; no line numbers: they are the edit program's addressing and
+  would only break the baselines' n-gram matches at every line start); then the gold new
+  document one token per forward, plus the forward that would predict the end token
+  (argmax taken each step, as a greedy sampler).
 * ``pld``: prompt lookup decoding (transformers' ``PromptLookupCandidateGenerator``
-  rules) simulated on the gold output: the longest suffix n-gram (n <= 3) of prompt +
+  rules) simulated on the gold output, same plain-document prompt as ``regen``: the
+  longest suffix n-gram (n <= 3) of prompt +
   output so far, its leftmost occurrence with a continuation, up to 10 draft tokens;
   accepted = the longest draft prefix equal to the gold continuation, then one bonus
   token; each verify is one real forward of 1 + draft tokens (all positions' logits),
@@ -38,12 +41,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cad_outlines.edits import number_lines, oracle_program
+from cad_outlines.edits import oracle_program, split_lines
 from cad_outlines.generators.copy_decode import CopyEditor, NgramLookup
 from cad_outlines.generators.kv import append, cache_len, crop_cache, new_cache
 
 from .coverage import DEFAULT_KERNEL_CSV, Tally, case_tally, read_kernel_curves
-from .datasets import add_corpus_arguments, corpora_from_args, corpus_argv, shared_data_dir
+from .datasets import (LENGTH_BUCKETS, EditCase, OVER, add_corpus_arguments, changed_fraction, corpora_from_args, corpus_argv,
+                       length_bucket, sample_by_bucket, shared_data_dir)
 from .kernel import CONFIGS, build_model
 from .report import markdown_table, write_report
 
@@ -55,15 +59,21 @@ LABELS = {"regen": "full regeneration", "pld": "prompt lookup (n<=3, 10 drafts)"
           "cad_prefill": "CaD prefill", "cad_skip": "CaD skip", "cad_spec": "CaD prefill + speculative gen"}
 DEFAULT_LIMIT = 8
 QUICK_LIMIT = 2
+# long-file corpora (commits): cases per document-length bucket. One 500-1,500-line case costs about half an
+# hour at 1 thread on qwen2.5-0.5b fp32 (full regeneration alone decodes ~9k tokens at ~0.1 s each, and every
+# method prefills its own ~9k-token prompt), so the default (3 cases) stays near 40 min on a quiet machine.
+DEFAULT_PER_BUCKET = 1
 # a tiny Qwen2 with the Qwen2.5 vocabulary: for smoke runs and tests
 QUICK_CONFIG = dict(CONFIGS["tiny"], vocab_size=151936)
 REGEN_INSTRUCTIONS = "Rewrite the document below as the instruction asks. Answer with the whole new document."
 
 
 def regen_prompt(tokenizer, document: str, instruction: str) -> str:
-    """The full-regeneration prompt: instruction + numbered document, through the chat
-    template when the tokenizer has one (as ``build_prompt`` does for edit programs)."""
-    body = f"{REGEN_INSTRUCTIONS}\n\nInstruction: {instruction}\n\nDocument:\n{number_lines(document)}"
+    """The full-regeneration prompt (also prompt lookup's and vLLM n-gram's): instruction +
+    the PLAIN document, through the chat template when the tokenizer has one. Only edit
+    programs need line numbers (``build_prompt``); in a baseline's prompt they would break
+    every n-gram match at a line start, so its lookups could not copy across lines."""
+    body = f"{REGEN_INSTRUCTIONS}\n\nInstruction: {instruction}\n\nDocument:\n{document}"
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template([{"role": "user", "content": body}], tokenize=False,
                                              add_generation_prompt=True)
@@ -169,8 +179,21 @@ def run_cad(editor: CopyEditor, before: str, after: str, program_text: str, inst
 # --------------------------------------------------------------------------- study
 
 
-def sample_cases(corpus, limit: int | None, seed: int) -> list:
-    """A seeded sample of `limit` cases (all with None), in corpus order."""
+def warm_up_case(corpus) -> EditCase:
+    """A small edit for the untimed warm-up: the first 12 lines of the corpus's shortest
+    document, one line replaced."""
+    head = "".join(split_lines(min(corpus.cases, key=lambda c: len(c.before)).before)[:12])
+    lines = split_lines(head)
+    after = "".join(lines[:5] + ["warm_up = True\n"] + lines[6:])
+    return EditCase("warm-up", head, after, "warm up")
+
+
+def sample_cases(corpus, limit: int | None, seed: int, buckets: list[str] | None = None) -> list:
+    """A seeded sample of `limit` cases (all with None), in corpus order; for a bucketed
+    corpus (long files: ``commits``) `limit` cases per document-length bucket, only
+    `buckets` if given."""
+    if getattr(corpus, "bucketed", False):
+        return sample_by_bucket(corpus, limit, f"{seed}:{corpus.name}", buckets)
     cases = list(corpus)
     if limit is None or limit >= len(cases):
         return cases
@@ -186,7 +209,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
     parser.add_argument("--limit", type=int, default=None,
                         help=f"cases per corpus, a seeded sample (default {DEFAULT_LIMIT}; --quick {QUICK_LIMIT}; "
-                             "0 = all)")
+                             f"0 = all); for long-file corpora (commits) cases per length bucket (default "
+                             f"{DEFAULT_PER_BUCKET})")
+    parser.add_argument("--buckets", default=None, metavar="LABEL,...",
+                        help=f"long-file corpora: only these length buckets ({', '.join(LENGTH_BUCKETS)})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the case sample and the random weights")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--draft", type=int, default=10, help="max draft tokens (prompt lookup and speculative)")
@@ -196,6 +222,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
                         help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=cpu)")
     parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
+    parser.add_argument("--report-name", default=None,
+                        help="file name stem of the report, CSV and plots (default generator; --quick generator_quick)")
 
 
 @dataclass
@@ -205,6 +233,16 @@ class CaseResult:
     out_tokens: int
     program_tokens: int
     runs: dict[str, Run]
+    case: object = None  # the EditCase
+    bucketed: bool = False  # reported per document-length bucket too
+
+    @property
+    def lines(self) -> int:
+        return self.case.lines_before
+
+    def speedup(self, method: str) -> float:
+        """After-prompt speedup of `method` over full regeneration on this case."""
+        return self.runs["regen"].after_prompt_s / self.runs[method].after_prompt_s
 
 
 def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> CaseResult:
@@ -216,7 +254,7 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> C
     targets = encode(case.after) + [eos]
     if b"".join(editor.vocab.token_bytes[t] for t in targets[:-1]) != case.after.encode("utf-8"):
         raise RuntimeError(f"{case.id}: the gold tokens do not spell the gold text")
-    prompt_ids = encode(regen_prompt(tokenizer, case.before, case.instruction))
+    prompt_ids = editor.encode_prompt(regen_prompt(tokenizer, case.before, case.instruction))
     runs = {
         "regen": run_regen(model, prompt_ids, targets),
         "pld": run_pld(model, prompt_ids, targets, draft=draft, eos_ids=(eos,)),
@@ -225,7 +263,7 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> C
         "cad_spec": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill",
                             speculative=draft),
     }
-    return CaseResult("", case.id, len(targets) - 1, runs["cad_prefill"].tokens, runs)
+    return CaseResult("", case.id, len(targets) - 1, runs["cad_prefill"].tokens, runs, case)
 
 
 def _speedups(results: list[CaseResult], after_prompt: bool) -> dict[str, float]:
@@ -236,24 +274,38 @@ def _speedups(results: list[CaseResult], after_prompt: bool) -> dict[str, float]
     return {m: base / total(m) for m in METHODS}
 
 
-def _bound(results_by_corpus: dict[str, list[CaseResult]], cases_by_corpus: dict, curve) -> dict[str, float]:
+def groups_of(by_corpus: dict[str, list[CaseResult]]) -> dict[str, list[CaseResult]]:
+    """The report's rows: each corpus, each length bucket of a bucketed corpus
+    (``commits <200``), and ``pooled``."""
+    groups: dict[str, list[CaseResult]] = {}
+    for name, rs in by_corpus.items():
+        groups[name] = rs
+        if any(r.bucketed for r in rs):
+            for label in [*LENGTH_BUCKETS, OVER]:
+                part = [r for r in rs if length_bucket(r.lines) == label]
+                if part:
+                    groups[f"{name} {label}"] = part
+    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    return groups
+
+
+def _bound(by_corpus: dict[str, list[CaseResult]], curve) -> dict[str, float]:
+    """The closed-form bound of each report row (coverage study's tally, Qwen2.5 tokens)."""
     from .coverage import load_encoder
 
     _, encode = load_encoder(None)
-    out, pooled = {}, Tally()
-    for name, cases in cases_by_corpus.items():
+    tallies = {id(r): case_tally(r.case.before, r.case.after, encode) for rs in by_corpus.values() for r in rs}
+    out = {}
+    for name, rs in groups_of(by_corpus).items():
         tally = Tally()
-        for case in cases:
-            tally.add(case_tally(case.before, case.after, encode))
-        pooled.add(tally)
-        out[name] = tally.bounds(curve)[0] if curve else float("nan")
-    out["pooled"] = pooled.bounds(curve)[0] if curve else float("nan")
+        for r in rs:
+            tally.add(tallies[id(r)])
+        out[name] = tally.bounds(curve)[0] if curve and rs else float("nan")
     return out
 
 
 def tables(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float]) -> tuple[str, str, str]:
-    groups = dict(by_corpus)
-    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    groups = groups_of(by_corpus)
     speed_rows, wall_rows, fwd_rows = [], [], []
     for name, rs in groups.items():
         e2e, post = _speedups(rs, False), _speedups(rs, True)
@@ -282,8 +334,7 @@ def time_table(by_corpus: dict[str, list[CaseResult]]) -> str:
     """Where the time of the CaD runs goes after the prompt: model time per forward kind
     (seconds / forwards), grammar masking, tokenization, and the rest (Python overhead:
     sampling, the resolver, the loop)."""
-    groups = dict(by_corpus)
-    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    groups = groups_of(by_corpus)
     kinds = ("decode", "fast_forward", "copy", "verify")
     rows = []
     for name, rs in groups.items():
@@ -309,8 +360,7 @@ def plot(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float], path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = dict(by_corpus)
-    groups["pooled"] = [r for rs in by_corpus.values() for r in rs]
+    groups = groups_of(by_corpus)
     methods = METHODS[1:]
     fig, ax = plt.subplots(figsize=(max(8, 2.4 * len(groups)), 5))
     width = 0.8 / (len(methods) + 1)
@@ -320,7 +370,7 @@ def plot(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float], path:
     ax.bar([g + (len(methods) / 2) * width for g in range(len(groups))], [bounds.get(n, 0) for n in groups], width,
            label="closed-form bound", color="lightgray", edgecolor="black", hatch="//")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_xticks(range(len(groups)), list(groups), fontsize=8 if len(groups) > 4 else None)
     ax.set_ylabel("speedup vs full regeneration (after the prompt)")
     ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
     ax.set_title("Edit generation wall time, teacher-forced on gold answers")
@@ -329,15 +379,45 @@ def plot(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float], path:
     plt.close(fig)
 
 
+def plot_by_length(by_corpus: dict[str, list[CaseResult]], path: Path) -> None:
+    """Per-case after-prompt speedup over regeneration against the document's length
+    (lines) and the changed fraction of its lines, one marker per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rs = [r for rows in by_corpus.values() for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    xs = {"lines": [r.lines for r in rs], "changed": [max(changed_fraction(r.case), 1e-4) for r in rs]}
+    for ax, (key, label) in zip(axes, (("lines", "document length (lines before)"),
+                                      ("changed", "changed fraction of the document's lines"))):
+        for m, marker in zip(METHODS[1:], "os^D"):
+            ax.scatter(xs[key], [r.speedup(m) for r in rs], marker=marker, label=LABELS[m], alpha=0.75)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xlabel(label)
+        if key == "lines":
+            for lo, _ in list(LENGTH_BUCKETS.values())[1:]:
+                ax.axvline(lo, color="gray", lw=0.6, ls=":")
+    axes[0].set_ylabel("speedup vs full regeneration (after the prompt)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Per-case speedup against document length and changed fraction")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_cases_csv(path: Path, by_corpus: dict[str, list[CaseResult]]) -> None:
-    cols = ["corpus", "id", "gold_tokens", "program_tokens"] + [f"{m}_{k}" for m in METHODS
+    cols = ["corpus", "id", "lines_before", "changed_fraction", "gold_tokens", "program_tokens"] + [f"{m}_{k}" for m in METHODS
                                                                  for k in ("wall_s", "prompt_s", "forwards")]
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for name, rs in by_corpus.items():
             for r in rs:
-                w.writerow([name, r.id, r.out_tokens, r.program_tokens]
+                w.writerow([name, r.id, r.lines, f"{changed_fraction(r.case):.4f}", r.out_tokens, r.program_tokens]
                            + [v for m in METHODS for v in (f"{r.runs[m].wall_s:.4f}", f"{r.runs[m].prompt_s:.4f}",
                                                            r.runs[m].forwards)])
 
@@ -349,6 +429,8 @@ def run(args) -> int:
     torch.set_num_threads(args.threads)
     limit = args.limit if args.limit is not None else (QUICK_LIMIT if args.quick else DEFAULT_LIMIT)
     limit = None if limit == 0 else limit
+    per_bucket = args.limit if args.limit is not None else (1 if args.quick else DEFAULT_PER_BUCKET)
+    per_bucket = None if per_bucket == 0 else per_bucket
     config_name = "tiny-qwen-vocab" if args.quick else args.config
     model = build_model(QUICK_CONFIG if args.quick else args.config, args.dtype, "cpu", seed=args.seed)
     tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
@@ -359,38 +441,45 @@ def run(args) -> int:
     curve = next(iter(curves.values()), None)
 
     # warm-up (untimed): every code path once on a small case
-    first = next(iter(corpora_from_args(args)))
-    warm = min(first.cases, key=lambda c: len(c.before) + len(c.after))
-    measure_case(model, editor, tokenizer, warm, draft=args.draft)
+    measure_case(model, editor, tokenizer, warm_up_case(next(iter(corpora_from_args(args)))), draft=args.draft)
+    buckets = args.buckets.split(",") if args.buckets else None
+    for label in buckets or ():
+        if label not in LENGTH_BUCKETS and label != OVER:
+            raise SystemExit(f"--buckets: unknown bucket {label!r} (known: {', '.join(LENGTH_BUCKETS)}, {OVER})")
 
     by_corpus: dict[str, list[CaseResult]] = {}
     cases_by_corpus: dict[str, list] = {}
     started = time.perf_counter()
     for corpus in corpora_from_args(args):
-        cases = sample_cases(corpus, limit, args.seed)
+        cases = sample_cases(corpus, per_bucket if corpus.bucketed else limit, args.seed, buckets)
         cases_by_corpus[corpus.name] = cases
         results = []
         for case in cases:
             r = measure_case(model, editor, tokenizer, case, draft=args.draft)
-            r.corpus = corpus.name
+            r.corpus, r.bucketed = corpus.name, corpus.bucketed
             results.append(r)
             print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in METHODS),
                   flush=True)
         by_corpus[corpus.name] = results
     elapsed = time.perf_counter() - started
-    bounds = _bound(by_corpus, cases_by_corpus, curve)
+    bucketed = {n for n, rs in by_corpus.items() if any(r.bucketed for r in rs)}
+    bounds = _bound(by_corpus, curve)
     speed, wall, fwd = tables(by_corpus, bounds)
     print(speed, wall, fwd, sep="\n\n")
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    name = "generator_quick" if args.quick else "generator"
+    name = args.report_name or ("generator_quick" if args.quick else "generator")
     write_cases_csv(out / f"{name}_cases.csv", by_corpus)
     if not args.no_plot:
         plot(by_corpus, bounds, out / f"{name}.png")
+        plot_by_length(by_corpus, out / f"{name}_length.png")
     sample = "; ".join(f"{n}: {', '.join(c.id for c in cs)}" for n, cs in cases_by_corpus.items())
     n_all = {c.name: len(c) for c in corpora_from_args(args)}
-    sizes = ", ".join(f"{len(cs)} of {n_all[n]}" for n, cs in cases_by_corpus.items())
+    sizes = ", ".join(f"{len(cs)} of {n_all[n]}" + (f" ({per_bucket or 'all'} per length bucket"
+                                                    + (f", buckets {args.buckets}" if args.buckets else "") + ")"
+                                                    if n in bucketed else "")
+                      for n, cs in cases_by_corpus.items())
     bound_note = (f"Closed-form bound: T / (T_gen + sum_k N_k / s(N_k)) over the same sampled cases (coverage study), "
                   f"s(N) from `{Path(args.kernel_csv).name}` rows `{select}`." if curve else
                   f"No kernel curve for `{select}` in `{args.kernel_csv}`: bound n/a.")
@@ -400,7 +489,8 @@ ids below). Measured time {elapsed:.0f} s (plus one untimed warm-up case). Draft
 
 {__doc__.split(chr(10) + chr(10), 1)[1].strip()}
 
-**Speedup vs full regeneration** (ratio of summed wall times over the cases, end-to-end / after the prompt):
+**Speedup vs full regeneration** (ratio of summed wall times over the cases, end-to-end / after the prompt;
+rows `NAME <200` etc. are a long-file corpus's document-length buckets, in lines before the edit):
 
 {speed}
 
@@ -423,9 +513,13 @@ sampling, the resolver, Python overhead). The tokenizer's time of the prompt is 
 Per-case times: `{name}_cases.csv`. Sample: {sample}.
 
 ![generator]({name}.png)
+
+Per case, against document length and the changed fraction of its lines:
+
+![generator by length]({name}_length.png)
 """
     extra = ["--quick"] if args.quick else []
-    for key in ("config", "dtype", "limit", "seed", "threads", "draft", "kernel_select"):
+    for key in ("config", "dtype", "limit", "buckets", "seed", "threads", "draft", "kernel_select", "report_name"):
         val = getattr(args, key)
         default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "seed": 0, "threads": 1, "draft": 10}.get(key)
         if val is not None and val != default:

@@ -107,8 +107,11 @@ def build_model(config: str | dict, dtype: str = "fp32", device: str = "cpu", se
 
 def forward(model, ids, cache, logits_to_keep: int = 0):
     """One forward of ``ids`` (shape [1, n]) appended to ``cache``; returns the logits [1, k, vocab]."""
+    from cad_outlines.generators.kv import cache_keyword
+
     kwargs = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}
-    return model(input_ids=ids, past_key_values=cache, use_cache=True, **kwargs).logits
+    kwargs[cache_keyword(model)] = cache  # `cache` in newer transformers (past_key_values warns there)
+    return model(input_ids=ids, use_cache=True, **kwargs).logits
 
 
 def prefill(model, ids, cache, last_only: bool = True):

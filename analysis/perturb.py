@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cad_outlines.edits import Copy, EditProgram, oracle_program, resolve, split_lines
 
-from .datasets import add_corpus_arguments, corpora_from_args, corpus_argv
+from .datasets import LENGTH_BUCKETS, OVER, add_corpus_arguments, corpora_from_args, corpus_argv, length_bucket
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "exact match of oracle programs under random copy-endpoint noise of +-eps lines"
@@ -81,16 +81,23 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     eps = [int(e) for e in args.eps.split(",")]
     counts: dict[str, list[int]] = {}  # name -> [cases, no-copy cases, copy ops, exact trials per eps]
+    buckets: dict[str, list[int]] = {}  # long-file corpora: the same per document-length bucket
     for corpus in corpora_from_args(args):
         c = counts[corpus.name] = [len(corpus), 0, 0] + [0] * len(eps)
+        if corpus.bucketed:
+            for label in [*LENGTH_BUCKETS, OVER]:
+                buckets[f"{corpus.name} {label}"] = [0] * (3 + len(eps))
         for case in corpus:
             program = oracle_program(case.before, case.after)
             copies = sum(isinstance(op, Copy) for op in program.ops)
-            c[1], c[2] = c[1] + (copies == 0), c[2] + copies
-            for i, e in enumerate(eps):
-                c[3 + i] += exact_trials(program, case.before, case.after, e, args.trials,
-                                         case_rng(args.seed, case.id, e))
+            row = [1, copies == 0, copies] + [exact_trials(program, case.before, case.after, e, args.trials,
+                                                           case_rng(args.seed, case.id, e)) for e in eps]
+            c[1:] = [a + b for a, b in zip(c[1:], row[1:])]
+            if corpus.bucketed:
+                b = buckets[f"{corpus.name} {length_bucket(case.lines_before)}"]
+                b[:] = [x + y for x, y in zip(b, row)]
     counts["pooled"] = [sum(col) for col in zip(*counts.values())]
+    counts.update({name: b for name, b in buckets.items() if b[0]})
     rates = {name: [x / max(c[0] * args.trials, 1) for x in c[3:]] for name, c in counts.items()}
     table = markdown_table(["corpus", "cases", "no-copy cases", "copy ops", *(f"EM eps={e}" for e in eps)],
                            [(name, *c[:3], *map(pct, rates[name])) for name, c in counts.items()])
@@ -102,7 +109,8 @@ def run(args) -> int:
 {args.seed}, generator seeded by crc32 of (seed, case id, eps)) in which every endpoint of every copy op is shifted
 by an independent uniform integer in [-eps, eps], clamped to [1, n] (n = the input document's line count), and an
 inverted span is swapped. EM = share of trials whose program resolves to `after` byte for byte (mean over all
-trials; pooled = all trials of all corpora).
+trials; pooled = all trials of all corpora; rows `NAME <200` etc.: a long-file corpus's document-length buckets, in
+lines before the edit).
 
 {table}
 

@@ -3,15 +3,16 @@ n-gram speculative decoding vs Copy-as-Decode (one request per edit, or a reques
 
 Model: a Qwen2.5-shaped model with seeded random weights (speed depends on shapes, not
 weight values) and the Qwen2.5 tokenizer, served in-process by ``vllm.LLM`` with prefix
-caching. Workload: ``--edits`` cases sampled from HumanEvalFix (python) and EditEval,
-all submitted at once; every method is teacher-forced on the gold output so the work
+caching. Workload: ``--edits`` cases sampled from HumanEvalFix (python) and EditEval
+(or ``--dataset``/``--jsonl`` corpora, e.g. the long-file ``commits``), all submitted at once; every method is teacher-forced on the gold output so the work
 is the same whatever the weights:
 
-* ``regen``: prompt = instruction + numbered document; a logits processor
+* ``regen``: prompt = instruction + the plain document (``regen_prompt``: no line numbers,
+  which would break n-gram matches at every line start); a logits processor
   (``cad_script_ids``, :class:`CadLogitsProcessor`) allows only the gold document's next
   token, then EOS.
 * ``ngram``: vLLM's own n-gram speculative decoding (prompt lookup, up to ``--draft``
-  tokens, n <= 3). vLLM refuses custom logits processors with speculative decoding, so
+  tokens, n <= 3), same plain-document prompt as ``regen``. vLLM refuses custom logits processors with speculative decoding, so
   the gold output is forced with vLLM's structured outputs instead (a regex matching
   exactly the gold text): the text is the same, but the model picks its own spelling of
   it in tokens, and with random weights the target rarely agrees with a draft; its time
@@ -49,7 +50,7 @@ from pathlib import Path
 
 from cad_outlines.edits import oracle_program
 
-from .datasets import load_corpus, shared_data_dir
+from .datasets import corpus_argv, known_names, load_corpus, load_jsonl, shared_data_dir
 from .generator import regen_prompt
 from .kernel import CONFIGS
 from .report import environment, markdown_table, write_report
@@ -82,6 +83,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, 4 edits")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "results"))
+    parser.add_argument("--dataset", action="append", default=None, metavar="NAME",
+                        help=f"a dataset by name (repeatable; cases drawn evenly from each); default: {' '.join(CORPORA)}; "
+                             f"known: {', '.join(known_names())}")
+    parser.add_argument("--jsonl", action="append", default=[], metavar="FILE", help="any JSONL edit corpus (repeatable)")
+    parser.add_argument("--before-field", default="before", help="--jsonl: field spec of the input document")
+    parser.add_argument("--after-field", default="after", help="--jsonl: field spec of the edited document")
+    parser.add_argument("--instruction-field", default="instruction", help="--jsonl: field of the instruction")
+
+
+def corpora(args) -> list:
+    """The corpora of `args` (--dataset names, --jsonl files; default :data:`CORPORA`)."""
+    names = args.dataset if args.dataset is not None else ([] if args.jsonl else CORPORA)
+    out = [load_corpus(n) for n in names]
+    out += [load_jsonl(p, args.before_field, args.after_field, instruction_field=args.instruction_field)
+            for p in args.jsonl]
+    if not out:
+        raise SystemExit("no corpus given")
+    return out
 
 
 def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:
@@ -107,13 +126,15 @@ def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:
     return path
 
 
-def sample_cases(n: int, seed: int, fits) -> list:
-    """`n` cases, half from each corpus (seeded), that fit the model's context."""
+def sample_cases(n: int, seed: int, fits, corpora: list | None = None) -> list:
+    """`n` cases, evenly from each corpus (seeded; default :data:`CORPORA`), that fit the
+    model's context."""
+    corpora = corpora if corpora is not None else [load_corpus(name) for name in CORPORA]
     out = []
-    for k, name in enumerate(CORPORA):
-        want = n // len(CORPORA) + (1 if k < n % len(CORPORA) else 0)
-        cases = [c for c in load_corpus(name) if fits(c)]
-        out += random.Random(f"{seed}:{name}").sample(cases, min(want, len(cases)))
+    for k, corpus in enumerate(corpora):
+        want = n // len(corpora) + (1 if k < n % len(corpora) else 0)
+        cases = [c for c in corpus if fits(c)]
+        out += random.Random(f"{seed}:{corpus.name}").sample(cases, min(want, len(cases)))
     return out
 
 
@@ -327,7 +348,8 @@ def run(args) -> int:
         n = len(encode(regen_prompt(tokenizer, case.before, case.instruction))) + 2 * len(encode(case.after)) + 64
         return n < args.max_model_len
 
-    all_cases = {n: sample_cases(n, args.seed, fits) for n in sizes}
+    chosen = corpora(args)
+    all_cases = {n: sample_cases(n, args.seed, fits, chosen) for n in sizes}
     results: dict[int, list[MethodResult]] = {n: [] for n in sizes}
     if {"regen", "cad", "cad_per_op"} & set(methods):
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
@@ -384,8 +406,8 @@ def run(args) -> int:
         sections[n] = section = []
         rs = sorted(results[n], key=lambda r: order[r.method])
         ok = [r for r in rs if "error" not in r.extra]
-        per_corpus = ", ".join(f"{sum(1 for c in all_cases[n] if c in set(load_corpus(name).cases))} {name}"
-                               for name in CORPORA)
+        per_corpus = ", ".join(f"{sum(1 for c in all_cases[n] if c in set(corpus.cases))} {corpus.name}"
+                               for corpus in chosen)
         section += [f"## {n} concurrent edits", "", f"Cases: {len(all_cases[n])} ({per_corpus}).", "",
                     _table(n, ok), ""]
         for r in rs:
@@ -450,4 +472,4 @@ def _argv(args) -> list[str]:
            "--block-size", str(args.block_size), "--forced-min-run", str(args.forced_min_run)]
     if args.quick:
         out.append("--quick")
-    return out
+    return out + corpus_argv(args)

@@ -169,3 +169,69 @@ def test_edit_command_reports_a_cut_off_run(small_data, tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 1 and "INCOMPLETE: --max-new-tokens 5 reached" in captured.err and not out.exists()
     assert "<program>" in captured.out
+
+
+def test_edit_raises_no_future_warning(editor):
+    """The KV cache goes in under the keyword the model's forward takes (transformers' Cache
+    API): no deprecation warning from a whole edit, prompt, decode, copy and verify forwards."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        plain = editor.edit(DOC, "Make the dog a bird.", max_new_tokens=20)
+        spec = editor.execute(DOC, '<copy lines="1-2"/><gen>One day the cat saw a bird.\n</gen><copy lines="4-4"/>'
+                              "</program>", speculative=4)
+    assert plain.stats.forwards["prompt"] == 1 and spec.complete
+    assert spec.stats.forwards["copy"] == 2
+
+
+def test_growing_cache_matches_dynamic_cache_through_appends_and_crops():
+    """new_cache's layers write into spare room instead of concatenating: the logits of any
+    run of appends and crops are exactly those of transformers' DynamicCache."""
+    from transformers import DynamicCache
+
+    from cad_outlines.generators.kv import cache_len
+
+    model = random_qwen2()
+    grown, plain = new_cache(model), DynamicCache(config=model.config)
+    assert type(grown.layers[0]).__name__ == "GrowingLayer" and isinstance(grown, DynamicCache)
+    gen = torch.Generator().manual_seed(3)
+    for step in range(40):
+        ids = torch.randint(0, 1000, (int(torch.randint(1, 90, (1,), generator=gen)),), generator=gen).tolist()
+        assert torch.equal(append(model, grown, ids, all_logits=True), append(model, plain, ids, all_logits=True))
+        if step % 3 == 0:
+            keep = cache_len(grown) - int(torch.randint(0, len(ids) + 1, (1,), generator=gen))
+            crop_cache(grown, keep)
+            crop_cache(plain, keep)
+        assert cache_len(grown) == cache_len(plain)
+    assert cache_len(grown) > 256  # the buffer grew past its first size
+
+
+def test_chunked_append_equals_one_forward():
+    model = random_qwen2()
+    gen = torch.Generator().manual_seed(4)
+    prefix, block = (torch.randint(0, 1000, (n,), generator=gen).tolist() for n in (30, 50))
+    one, chunked = new_cache(model), new_cache(model)
+    append(model, one, prefix)
+    append(model, chunked, prefix)
+    whole = append(model, one, block, all_logits=True)
+    parts = append(model, chunked, block, all_logits=True, chunk=16)
+    assert parts.shape == whole.shape and torch.allclose(parts, whole, atol=1e-4, rtol=1e-4)
+    assert torch.allclose(append(model, one, [5]), append(model, chunked, [5]), atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError):
+        append(model, one, [])
+
+
+def test_long_copies_enter_in_chunks_of_prefill_chunk(tiny, editor):
+    model, tok = tiny
+    doc = "".join(f"The cat number {i} liked milk.\n" for i in range(30))
+    whole = CopyEditor(model, tok, grammar=editor.grammar, prefill_chunk=None)
+    chunked = CopyEditor(model, tok, grammar=editor.grammar, prefill_chunk=32)
+    program = '<copy lines="1-30"/></program>'
+    a, b = whole.execute(doc, program), chunked.execute(doc, program)
+    assert a.text == b.text == doc and a.stats.copied_tokens == b.stats.copied_tokens > 64
+    assert a.stats.forwards["copy"] == 1
+    # the copy forward also carries the tag's last tokens: at least ceil(copied / 32) chunks
+    assert b.stats.forwards["copy"] >= -(-b.stats.copied_tokens // 32) > 1
+    with pytest.raises(ValueError):
+        CopyEditor(model, tok, grammar=editor.grammar, prefill_chunk=0)

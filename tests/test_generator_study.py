@@ -58,3 +58,56 @@ def test_quick_study_writes_its_report(data_dir, tmp_path, monkeypatch):
     text = (tmp_path / "generator_quick.md").read_text()
     assert "study generator" in text and "humanevalfix-python" in text and "| pooled | 2 |" in text
     assert len((tmp_path / "generator_quick_cases.csv").read_text().splitlines()) == 3
+
+
+def test_baseline_prompts_hold_the_plain_document(setup):
+    """Regeneration and prompt lookup see the document without line numbers: with numbers,
+    every line start breaks the n-gram matches, so prompt lookup needs more forwards."""
+    from cad_outlines.edits import number_lines
+
+    model, tokenizer, editor = setup
+    import random
+
+    words = ["alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "lima", "mike", "oscar", "papa",
+             "romeo", "sierra", "tango", "victor", "whiskey", "yankee", "zulu", "orbit", "quartz", "nickel"]
+    rng = random.Random(0)
+    lines = [f"    {rng.choice(words)}_{rng.choice(words)} = {rng.choice(words)}({rng.choice(words)}.{rng.choice(words)})\n"
+             for _ in range(40)]
+    before = "".join(lines)
+    after = "".join(lines[:17] + ["    changed = True\n"] + lines[18:])
+    prompt = generator.regen_prompt(tokenizer, before, "use 71")
+    assert before in prompt and number_lines(before) not in prompt
+    targets = editor.encode(after) + [tokenizer.eos_token_id]
+    numbered = prompt.replace(before, number_lines(before))
+    plain_run = generator.run_pld(model, editor.encode_prompt(prompt), targets, eos_ids=(tokenizer.eos_token_id,))
+    numbered_run = generator.run_pld(model, editor.encode_prompt(numbered), targets,
+                                     eos_ids=(tokenizer.eos_token_id,))
+    assert plain_run.forwards < numbered_run.forwards
+    assert plain_run.extra["accepted"] > numbered_run.extra["accepted"]
+
+
+def test_long_corpora_are_sampled_per_length_bucket():
+    from analysis.datasets import Corpus, EditCase, length_bucket
+
+    cases = tuple(EditCase(str(i), "x\n" * n, "y\n" * n) for i, n in enumerate([10, 20, 300, 400, 700, 800]))
+    sample = generator.sample_cases(Corpus("long", cases, bucketed=True), 1, seed=0)
+    assert sorted(length_bucket(c.lines_before) for c in sample) == ["200-500", "500-1,500", "<200"]
+    assert generator.sample_cases(Corpus("long", cases, bucketed=True), 1, 0, ["<200"])[0].lines_before < 200
+    assert len(generator.sample_cases(Corpus("short", cases), 2, seed=0)) == 2  # not bucketed: per corpus
+
+
+def test_prompts_keep_special_tokens_and_the_text_tokenization(setup):
+    """A chat-template prompt: its markers are the special tokens, the rest is tokenized as
+    the same text is anywhere else (so prompt lookup finds the document's n-grams), and
+    the whole equals the tokenizer's own encoding."""
+    model, tokenizer, editor = setup
+    document = "def f(x):\n    return x + 1\n"
+    prompt = generator.regen_prompt(tokenizer, document, "add 2")
+    assert "<|im_start|>" in prompt
+    ids = editor.encode_prompt(prompt)
+    assert ids == tokenizer.encode(prompt, add_special_tokens=False)
+    start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert ids.count(start) == prompt.count("<|im_start|>") and start not in editor.encode(document)
+    doc_ids = editor.encode("\n" + document)[1:]
+    assert any(ids[i : i + len(doc_ids)] == doc_ids for i in range(len(ids)))
+    assert editor.encode_prompt("no markers here") == editor.encode("no markers here")

@@ -1,0 +1,115 @@
+"""Edit corpora: gzipped JSONL, the long-file `commits` corpus, length buckets and their
+seeded samples, the changed fraction."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from analysis.datasets import (LENGTH_BUCKETS, Corpus, EditCase, changed_fraction, length_bucket, load_corpus,
+                               load_jsonl, sample_by_bucket)
+
+
+def doc(n: int) -> str:
+    return "".join(f"line {i}\n" for i in range(n))
+
+
+def test_length_buckets_cover_the_ranges():
+    assert [length_bucket(n) for n in (1, 199, 200, 499, 500, 1500, 1501)] == [
+        "<200", "<200", "200-500", "200-500", "500-1,500", "500-1,500", ">1,500"]
+    assert list(LENGTH_BUCKETS) == ["<200", "200-500", "500-1,500"]
+    assert EditCase("a", doc(250), "").lines_before == 250
+    assert EditCase("a", "x\ny", "").lines_before == 2  # a last line without its newline counts
+
+
+def test_sample_by_bucket_is_seeded_per_bucket_and_keeps_order():
+    cases = [EditCase(str(i), doc(n), doc(n)) for i, n in enumerate([10, 20, 300, 30, 600, 700, 40, 800, 350])]
+    a = sample_by_bucket(cases, 2, "s")
+    assert a == sample_by_bucket(cases, 2, "s")
+    by = {label: [c for c in a if length_bucket(c.lines_before) == label] for label in LENGTH_BUCKETS}
+    assert {k: len(v) for k, v in by.items()} == {"<200": 2, "200-500": 2, "500-1,500": 2}
+    assert [int(c.id) for c in a] == sorted(int(c.id) for c in a)  # input order
+    assert sample_by_bucket(cases, None, "s") == cases
+    assert sample_by_bucket(cases, 5, "s", ["<200"]) == [c for c in cases if c.lines_before < 200]
+    seeds = {tuple(c.id for c in sample_by_bucket(cases, 1, s)) for s in range(20)}
+    assert len(seeds) > 1  # the seed matters
+
+
+def test_changed_fraction_counts_replaced_and_inserted_lines():
+    before = doc(100)
+    assert changed_fraction(EditCase("a", before, before)) == 0
+    after = before.replace("line 5\n", "line five\n").replace("line 9\n", "line 9\nnew\nnew\n")
+    assert changed_fraction(EditCase("a", before, after)) == pytest.approx(3 / 100)
+
+
+def test_gzipped_jsonl_with_named_fields(tmp_path):
+    path = tmp_path / "edits.jsonl.gz"
+    rows = [{"id": "r1", "src": "a\n", "dst": "b\n", "subject": "change a"}, {"id": "r2", "src": "c\n", "dst": "d\n"}]
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join(json.dumps(r) for r in rows) + "\n")
+    corpus = load_jsonl(path, "src", "dst", instruction_field="subject")
+    assert corpus.name == "edits" and not corpus.bucketed
+    assert [(c.id, c.before, c.after, c.instruction) for c in corpus] == [("r1", "a\n", "b\n", "change a"),
+                                                                          ("r2", "c\n", "d\n", "")]
+
+
+@pytest.mark.shared_data
+def test_commits_joins_both_repositories_and_is_bucketed(data_dir, monkeypatch):
+    monkeypatch.setenv("CAD_OUTLINES_DATA", str(data_dir))
+    corpus = load_corpus("commits")
+    assert isinstance(corpus, Corpus) and corpus.bucketed and len(corpus) == 600
+    assert len({c.id for c in corpus}) == 600
+    assert {c.id.split("@")[0] for c in corpus} == {"pallets/click", "psf/requests"}
+    assert all(c.instruction and c.before != c.after for c in corpus)
+    assert {length_bucket(c.lines_before) for c in corpus} == set(LENGTH_BUCKETS)
+    click = load_corpus("commits-click")
+    assert click.bucketed and list(click) == list(corpus)[:300]
+    sample = sample_by_bucket(corpus, 3, "0:commits")
+    assert len(sample) == 9
+
+
+def long_corpus() -> Corpus:
+    def case(i: int, n: int) -> EditCase:
+        before = "".join(f"value_{k} = compute({k}, 'item {k}')\n" for k in range(n))
+        return EditCase(f"c{i}", before, before.replace("compute(7,", "compute(70,"), "change 7 to 70")
+
+    return Corpus("long", tuple(case(i, n) for i, n in enumerate([60, 250, 520])), bucketed=True)
+
+
+@pytest.mark.parametrize("study", ["coverage", "perturb"])
+def test_studies_report_long_corpora_per_length_bucket(study, tmp_path, monkeypatch):
+    import argparse
+    import importlib
+
+    module = importlib.import_module(f"analysis.{study}")
+    monkeypatch.setattr(module, "corpora_from_args", lambda args: [long_corpus()])
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    argv = ["--out-dir", str(tmp_path)] + (["--tokenizer", "approx"] if study == "coverage" else ["--trials", "2"])
+    assert module.run(parser.parse_args(argv)) == 0
+    text = (tmp_path / f"{study}.md").read_text()
+    for label in LENGTH_BUCKETS:
+        assert f"| long {label} | 1 |" in text
+    if study == "coverage":
+        assert (tmp_path / "coverage_length.png").stat().st_size > 0 and "coverage_length.png" in text
+
+
+def test_serving_study_takes_corpus_options(tmp_path):
+    import argparse
+
+    from analysis import serving
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"id": "a", "src": "x\n" * 5, "dst": "y\n" * 5, "why": "change"}) + "\n")
+    parser = argparse.ArgumentParser()
+    serving.add_arguments(parser)
+    args = parser.parse_args(["--jsonl", str(path), "--before-field", "src", "--after-field", "dst",
+                              "--instruction-field", "why"])
+    (corpus,) = serving.corpora(args)
+    assert [(c.id, c.instruction) for c in corpus] == [("a", "change")]
+    assert serving.sample_cases(3, 0, lambda case: True, [corpus]) == list(corpus)
+    argv = serving._argv(args)
+    assert argv[-8:] == ["--jsonl", str(path), "--before-field", "src", "--after-field", "dst",
+                         "--instruction-field", "why"]

@@ -8,8 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -23,30 +21,13 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 from cad_outlines import oracle_program, resolve, split_lines  # noqa: E402
 from cad_outlines.edits.program import Copy  # noqa: E402
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR, ServedEditor, ServingError  # noqa: E402
+from tests.serving_helpers import ENGINE, SERVER_ARGS, free_port, kill_server, make_tiny_model, start_server  # noqa: E402,F401
 
 pytestmark = pytest.mark.slow
 
 BEFORE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n\n\ndef neg(a):\n    return -a\n"
 AFTER = BEFORE.replace("a - b", "a + b")
 SCRIPT = oracle_program(BEFORE, AFTER).to_text()
-ENGINE = dict(dtype="bfloat16", enforce_eager=True, max_model_len=2048, block_size=32,
-              kv_cache_memory_bytes=256 * 2**20, enable_prefix_caching=True, seed=0)
-
-
-def make_tiny_model(path, tokenizer_dir):
-    import torch
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-    tok = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="module")
 def tiny_model(data_dir, tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), data_dir / "tokenizers" / "gpt2")
@@ -120,26 +101,6 @@ def check_python_output(python_checks, text: str, ids: list[int], finish: str, e
 
 
 # -- the HTTP server --------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-SERVER_ARGS = ["--dtype", "bfloat16", "--enforce-eager", "--max-model-len", "2048", "--block-size", "32",
-               "--kv-cache-memory-bytes", str(256 * 2**20), "--enable-prefix-caching", "--seed", "0"]
-
-
-def kill_server(proc) -> None:
-    """Kill the server and the engine processes it started (its own process group)."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait(60)
-
-
 def complete(url, body, timeout=300):
     req = urllib.request.Request(f"{url}/v1/completions", data=json.dumps({"model": "tiny", **body}).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -217,21 +178,7 @@ def server(tiny_model, tmp_path_factory):
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
            "--logits-processors", PROCESSOR, "--middleware", MIDDLEWARE, "--enable-prompt-tokens-details",
            *SERVER_ARGS]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the vLLM server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=5):
-                break
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if time.time() > deadline:
-                kill_server(proc)
-                pytest.fail(f"the vLLM server did not come up:\n{log.read_text()[-4000:]}")
-            time.sleep(2)
+    proc, url = start_server(cmd, env, log)
     yield proc, url, log
     kill_server(proc)
 

@@ -14,7 +14,6 @@ mid-stream.
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ import pytest
 vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (see docs/serving.md)")
 
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR
-from tests.test_serving import SERVER_ARGS, free_port, kill_server, make_tiny_model
+from tests.serving_helpers import SERVER_ARGS, free_port, kill_server, make_tiny_model, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -122,21 +121,7 @@ def attack_server(data_dir, tmp_path_factory):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
            "--logits-processors", PROCESSOR, "--middleware", MIDDLEWARE, *SERVER_ARGS]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the vLLM server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=5):
-                break
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if time.time() > deadline:
-                kill_server(proc)
-                pytest.fail(f"the vLLM server did not come up:\n{log.read_text()[-4000:]}")
-            time.sleep(2)
+    proc, url = start_server(cmd, env, log)
     assert post(url, "/v1/completions", {"model": "tiny", "prompt": [1], "max_tokens": 2})[0] == 200
     dog = Watchdog(url, proc.pid)
     start_rss = tree_rss(proc.pid)

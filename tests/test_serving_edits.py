@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -22,7 +21,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 from cad_outlines import oracle_program, resolve  # noqa: E402
 from cad_outlines.edits.program import Copy, parse_program  # noqa: E402
 from cad_outlines.serving import ServedEditor  # noqa: E402
-from tests.test_serving import ENGINE, SERVER_ARGS, free_port, kill_server, make_tiny_model  # noqa: E402
+from tests.serving_helpers import ENGINE, SERVER_ARGS, free_port, kill_server, make_tiny_model, start_server  # noqa: E402,E501
 
 pytestmark = pytest.mark.slow
 
@@ -161,21 +160,7 @@ def edit_server(tiny_model, tmp_path_factory):
            "CAD_OUTLINES_EDIT_MAX_BODY_BYTES": str(BODY_LIMIT)}
     cmd = [sys.executable, "-m", "cad_outlines.serving.api_server", "--model", str(tiny_model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the server exited ({proc.returncode}):\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=5):
-                break
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if time.time() > deadline:
-                kill_server(proc)
-                pytest.fail(f"the server did not come up:\n{log.read_text()[-4000:]}")
-            time.sleep(2)
+    proc, url = start_server(cmd, env, log, "the server")
     yield proc, url, port, log
     kill_server(proc)
 

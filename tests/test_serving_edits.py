@@ -43,6 +43,7 @@ def engine(tiny_model, tmp_path_factory):
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
+    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
     os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_async_edits"))
     loop = asyncio.new_event_loop()
     try:
@@ -55,7 +56,10 @@ def engine(tiny_model, tmp_path_factory):
         engine.shutdown()
     finally:
         loop.close()
-        os.environ.pop("CAD_OUTLINES_CACHE", None)
+        if previous_cache is None:
+            os.environ.pop("CAD_OUTLINES_CACHE", None)
+        else:
+            os.environ["CAD_OUTLINES_CACHE"] = previous_cache
 
 
 class TestOneRequestPerEdit:
@@ -260,13 +264,17 @@ def llm(tiny_model, tmp_path_factory):
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
+    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
     os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm_edits"))
     try:
         llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
         yield llm
         llm.llm_engine.engine_core.shutdown()
     finally:
-        os.environ.pop("CAD_OUTLINES_CACHE", None)
+        if previous_cache is None:
+            os.environ.pop("CAD_OUTLINES_CACHE", None)
+        else:
+            os.environ["CAD_OUTLINES_CACHE"] = previous_cache
 
 
 class TestOneRequestOnLLM:

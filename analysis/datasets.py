@@ -181,8 +181,11 @@ def add_corpus_arguments(parser, default: list[str]) -> None:
     parser.set_defaults(_default_datasets=default)
 
 
-def corpora_from_args(args) -> list[Corpus]:
-    names = args.dataset if args.dataset is not None else ([] if args.jsonl else args._default_datasets)
+def corpora_from_args(args, default: list[str] | None = None) -> list[Corpus]:
+    """The corpora of `args` (--dataset names, --jsonl files); without either, `default` (else the
+    parser's default datasets)."""
+    default = default if default is not None else args._default_datasets
+    names = args.dataset if args.dataset is not None else ([] if args.jsonl else default)
     corpora = [load_corpus(n) for n in names]
     corpora += [load_jsonl(p, args.before_field, args.after_field, instruction_field=args.instruction_field)
                 for p in args.jsonl]

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from cad_outlines.edits import oracle_program
 
-from .datasets import corpus_argv, known_names, load_corpus, load_jsonl, shared_data_dir
+from .datasets import corpora_from_args, corpus_argv, known_names, load_corpus, shared_data_dir
 from .generator import regen_prompt
 from .kernel import CONFIGS
 from .report import environment, markdown_table, write_report
@@ -94,13 +94,7 @@ def add_arguments(parser) -> None:
 
 def corpora(args) -> list:
     """The corpora of `args` (--dataset names, --jsonl files; default :data:`CORPORA`)."""
-    names = args.dataset if args.dataset is not None else ([] if args.jsonl else CORPORA)
-    out = [load_corpus(n) for n in names]
-    out += [load_jsonl(p, args.before_field, args.after_field, instruction_field=args.instruction_field)
-            for p in args.jsonl]
-    if not out:
-        raise SystemExit("no corpus given")
-    return out
+    return corpora_from_args(args, default=list(CORPORA))
 
 
 def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:

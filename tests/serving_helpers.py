@@ -3,6 +3,8 @@ a tiny random-weight model, the engine and server arguments, and a real server s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -72,3 +74,31 @@ def start_server(cmd: list[str], env: dict, log: Path, what: str = "the vLLM ser
                 kill_server(proc)
                 pytest.fail(f"{what} did not come up:\n{log.read_text()[-4000:]}")
             time.sleep(2)
+
+
+@contextlib.contextmanager
+def async_engine(tiny_model, cache_dir: Path):
+    """(AsyncLLM over `tiny_model` with our logits processor, its event loop): every test runs on this one
+    loop. Grammars are cached in `cache_dir`; the session's ``CAD_OUTLINES_CACHE`` is restored after."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+
+    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")
+    os.environ["CAD_OUTLINES_CACHE"] = str(cache_dir)
+    loop = asyncio.new_event_loop()
+    try:
+        async def start():
+            return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
+                                                             logits_processors=[CadLogitsProcessor], **ENGINE))
+
+        engine = loop.run_until_complete(start())
+        yield engine, loop
+        engine.shutdown()
+    finally:
+        loop.close()
+        if previous_cache is None:
+            os.environ.pop("CAD_OUTLINES_CACHE", None)
+        else:
+            os.environ["CAD_OUTLINES_CACHE"] = previous_cache

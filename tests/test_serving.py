@@ -21,7 +21,7 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 from cad_outlines import oracle_program, resolve, split_lines  # noqa: E402
 from cad_outlines.edits.program import Copy  # noqa: E402
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR, ServedEditor, ServingError  # noqa: E402
-from tests.serving_helpers import ENGINE, SERVER_ARGS, free_port, kill_server, make_tiny_model, start_server  # noqa: E402,F401
+from tests.serving_helpers import ENGINE, SERVER_ARGS, async_engine, free_port, kill_server, make_tiny_model, start_server  # noqa: E402,F401
 
 pytestmark = pytest.mark.slow
 
@@ -309,25 +309,8 @@ class TestLLM:
 @pytest.fixture(scope="class")
 def engine(tiny_model, tmp_path_factory):
     """(AsyncLLM, its event loop): every test runs on this one loop."""
-    from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.v1.engine.async_llm import AsyncLLM
-
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
-
-    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
-    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_async"))
-    loop = asyncio.new_event_loop()
-    try:
-        async def start():
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
-                                                             logits_processors=[CadLogitsProcessor], **ENGINE))
-
-        engine = loop.run_until_complete(start())
-        yield engine, loop
-        engine.shutdown()
-    finally:
-        loop.close()
-        _restore_env("CAD_OUTLINES_CACHE", previous_cache)
+    with async_engine(tiny_model, tmp_path_factory.mktemp("grammar_cache_async")) as got:
+        yield got
 
 
 class TestAsyncLLM:

@@ -215,12 +215,13 @@ def add_arguments(parser) -> None:
                         help=f"long-file corpora: only these length buckets ({', '.join(LENGTH_BUCKETS)})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the case sample and the random weights")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu or cuda (GPU timings)")
     parser.add_argument("--draft", type=int, default=10, help="max draft tokens (prompt lookup and speculative)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, {QUICK_LIMIT} cases per corpus")
     parser.add_argument("--kernel-csv", default=str(DEFAULT_KERNEL_CSV), help="kernel speedup CSV for the bound")
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
-                        help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=cpu)")
+                        help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=DEVICE)")
     parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
     parser.add_argument("--report-name", default=None,
                         help="file name stem of the report, CSV and plots (default generator; --quick generator_quick)")
@@ -432,11 +433,15 @@ def run(args) -> int:
     per_bucket = args.limit if args.limit is not None else (1 if args.quick else DEFAULT_PER_BUCKET)
     per_bucket = None if per_bucket == 0 else per_bucket
     config_name = "tiny-qwen-vocab" if args.quick else args.config
-    model = build_model(QUICK_CONFIG if args.quick else args.config, args.dtype, "cpu", seed=args.seed)
+    if args.device not in ("cpu", "cuda"):
+        raise SystemExit(f"--device: {args.device!r} is not cpu or cuda")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no CUDA device")
+    model = build_model(QUICK_CONFIG if args.quick else args.config, args.dtype, args.device, seed=args.seed)
     tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tok_dir))
     editor = CopyEditor(model, tokenizer)
-    select = args.kernel_select or f"config={args.config},dtype={args.dtype},device=cpu"
+    select = args.kernel_select or f"config={args.config},dtype={args.dtype},device={args.device}"
     curves = read_kernel_curves(args.kernel_csv, select) if Path(args.kernel_csv).is_file() else {}
     curve = next(iter(curves.values()), None)
 
@@ -447,6 +452,9 @@ def run(args) -> int:
         if label not in LENGTH_BUCKETS and label != OVER:
             raise SystemExit(f"--buckets: unknown bucket {label!r} (known: {', '.join(LENGTH_BUCKETS)}, {OVER})")
 
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    name = args.report_name or ("generator_quick" if args.quick else "generator")
     by_corpus: dict[str, list[CaseResult]] = {}
     cases_by_corpus: dict[str, list] = {}
     started = time.perf_counter()
@@ -460,6 +468,9 @@ def run(args) -> int:
             results.append(r)
             print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in METHODS),
                   flush=True)
+            by_corpus[corpus.name] = results
+            # the per-case CSV after every case: a run cut off by a time limit keeps what it measured
+            write_cases_csv(out / f"{name}_cases.csv", by_corpus)
         by_corpus[corpus.name] = results
     elapsed = time.perf_counter() - started
     bucketed = {n for n, rs in by_corpus.items() if any(r.bucketed for r in rs)}
@@ -467,9 +478,6 @@ def run(args) -> int:
     speed, wall, fwd = tables(by_corpus, bounds)
     print(speed, wall, fwd, sep="\n\n")
 
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    name = args.report_name or ("generator_quick" if args.quick else "generator")
     write_cases_csv(out / f"{name}_cases.csv", by_corpus)
     if not args.no_plot:
         plot(by_corpus, bounds, out / f"{name}.png")
@@ -480,11 +488,16 @@ def run(args) -> int:
                                                     + (f", buckets {args.buckets}" if args.buckets else "") + ")"
                                                     if n in bucketed else "")
                       for n, cs in cases_by_corpus.items())
+    where = (f"CUDA: {torch.cuda.get_device_name()}, torch {torch.__version__}" if args.device == "cuda"
+             else f"CPU, {args.threads} torch thread(s), torch {torch.__version__}")
+    noise_note = ("GPU timings: every step reads its argmax on the host (as a sampler does), so each step waits for "
+                  "the GPU." if args.device == "cuda" else
+                  f"The kernel CSV was measured with torch's default thread count; this study runs {args.threads} "
+                  "thread(s) on a machine shared with other work, so absolute times are noisy.")
     bound_note = (f"Closed-form bound: T / (T_gen + sum_k N_k / s(N_k)) over the same sampled cases (coverage study), "
                   f"s(N) from `{Path(args.kernel_csv).name}` rows `{select}`." if curve else
                   f"No kernel curve for `{select}` in `{args.kernel_csv}`: bound n/a.")
-    body = f"""Model: `{config_name}` Qwen2 with seeded random weights ({args.dtype}, CPU, {args.threads} torch
-thread(s)); tokenizer: Qwen2.5 ({tok_dir.name}). Cases per corpus: {sizes} (seeded sample, seed {args.seed};
+    body = f"""Model: `{config_name}` Qwen2 with seeded random weights ({args.dtype}, {where}); tokenizer: Qwen2.5 ({tok_dir.name}). Cases per corpus: {sizes} (seeded sample, seed {args.seed};
 ids below). Measured time {elapsed:.0f} s (plus one untimed warm-up case). Draft length {args.draft}, n-grams up to 3.
 
 {__doc__.split(chr(10) + chr(10), 1)[1].strip()}
@@ -494,8 +507,7 @@ rows `NAME <200` etc. are a long-file corpus's document-length buckets, in lines
 
 {speed}
 
-{bound_note} The kernel CSV was measured with torch's default thread count; this study runs
-{args.threads} thread(s) on a machine shared with other work, so absolute times are noisy.
+{bound_note} {noise_note}
 
 **Summed wall times** (seconds; the CaD runs include the grammar mask at every step):
 
@@ -519,9 +531,11 @@ Per case, against document length and the changed fraction of its lines:
 ![generator by length]({name}_length.png)
 """
     extra = ["--quick"] if args.quick else []
-    for key in ("config", "dtype", "limit", "buckets", "seed", "threads", "draft", "kernel_select", "report_name"):
+    for key in ("config", "dtype", "device", "limit", "buckets", "seed", "threads", "draft", "kernel_select",
+                "report_name"):
         val = getattr(args, key)
-        default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "seed": 0, "threads": 1, "draft": 10}.get(key)
+        default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "device": "cpu", "seed": 0, "threads": 1,
+                   "draft": 10}.get(key)
         if val is not None and val != default:
             extra += [f"--{key.replace('_', '-')}", str(val)]
     path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode", body,

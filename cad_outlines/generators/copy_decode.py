@@ -22,7 +22,7 @@ Boundaries (the choices this module makes):
 
 Speculative gen bodies (``speculative=k`` > 0, off by default): inside a ``<gen>`` body,
 after a token is chosen, draft tokens are proposed by prompt lookup
-(:class:`NgramLookup`: the longest suffix n-gram, n <= 3, of the tokens written so far --
+(:class:`~.ngram.NgramLookup`: the longest suffix n-gram, n <= 3, of the tokens written so far --
 program, forced and copied tokens -- found first in the document's own tokens, then in
 the written tokens, leftmost occurrence with a continuation). The draft is cut after the
 token that closes the gen op and to the longest prefix the matcher accepts
@@ -48,34 +48,37 @@ time per forward kind.
 from __future__ import annotations
 
 import codecs
-import difflib
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ContextLengthError
-from ..edits.lines import number_lines, split_lines
-from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, Copy, EditProgram, Op, parse_program
+from ..decoding.encoding import TokenEncoder
+from ..decoding.kv import append, cache_len, crop_cache, new_cache
+from ..decoding.prompt import build_prompt
+from ..decoding.results import EditEvent, EditResult, EditStats, resolver_events
+from ..decoding.spans import SpanConstraint
+from ..edits.lines import split_lines
+from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, parse_program
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compile import compile_grammar
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
+from ..errors import ContextLengthError
 from ..grammars import grammar_path
-from .encoding import TokenEncoder
-from .kv import append, cache_len, crop_cache, new_cache
-from .spans import SpanConstraint
+from .ngram import NgramLookup
+from .sampling import Sampling, sample_token, verify_token
 
+# The Copy-as-Decode API (README): the loop's own names, and the types and helpers its callers pass and get
+# back, re-exported from where they live.
 __all__ = [
     "ContextLengthError",
     "CopyEditor",
     "EditEvent",
     "EditResult",
     "EditStats",
-    "NgramLookup",
     "Sampling",
     "apply_edit",
     "build_prompt",
@@ -83,228 +86,9 @@ __all__ = [
 
 GEN_CLOSE_BYTES = GEN_CLOSE.encode()
 
-DEFAULT_INSTRUCTIONS = (
-    "Rewrite the document below as the instruction asks. Answer with an edit program: "
-    '<copy lines="i-j"/> reuses lines i to j of the document verbatim, <gen>TEXT</gen> writes new text; '
-    "end with </program>."
-)
-
 
 class _ContextFull(Exception):
     """The next forward would pass the model's context (``max_position_embeddings``)."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Greedy when `temperature` is 0; else temperature and nucleus (top-p) sampling,
-    seeded."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        """Out-of-range values raise :class:`~cad_outlines.errors.ParameterError` (a ValueError) here,
-        not a torch error at the first sampled token."""
-        import math
-        from numbers import Integral, Real
-
-        from ..errors import ParameterError
-
-        t, p, seed = self.temperature, self.top_p, self.seed
-        if isinstance(t, bool) or not isinstance(t, Real) or not math.isfinite(t) or t < 0:
-            raise ParameterError(f"Sampling temperature must be a finite number >= 0 (0: greedy), not {t!r}")
-        if isinstance(p, bool) or not isinstance(p, Real) or not 0 < p <= 1:
-            raise ParameterError(f"Sampling top_p must be a number in (0, 1] (the probability mass kept), not {p!r}")
-        if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-            raise ParameterError(f"Sampling seed must be an int >= 0, not {seed!r}")
-
-
-@dataclass
-class EditStats:
-    forwards: dict[str, int] = field(
-        default_factory=lambda: {"prompt": 0, "decode": 0, "copy": 0, "fast_forward": 0, "verify": 0})
-    prompt_tokens: int = 0
-    generated_tokens: int = 0
-    copied_tokens: int = 0
-    fast_forwarded_tokens: int = 0
-    drafted_tokens: int = 0  # speculative: draft tokens put into verify forwards
-    accepted_tokens: int = 0  # speculative: draft tokens kept
-    wall_s: float = 0.0
-    prompt_s: float = 0.0  # from the start to the prompt forward's logits
-    mask_s: float = 0.0
-    model_s: float = 0.0
-    model_s_by_kind: dict[str, float] = field(default_factory=dict)  # model_s split by forward kind
-    tokenize_s: float = 0.0
-
-    @property
-    def total_forwards(self) -> int:
-        return sum(self.forwards.values())
-
-
-@dataclass
-class EditResult:
-    """The program the model wrote, the document it resolves to, and what it cost."""
-
-    document: str
-    program: EditProgram
-    program_text: str  # what the model wrote, with its leading <program> (parse_program reads it)
-    text: str  # the new document (resolved so far, if the program is incomplete)
-    complete: bool
-    stop_reason: str  # "end" (</program>), "max_new_tokens", "context_length"
-    stats: EditStats
-
-    def diff(self, context: int = 3) -> str:
-        """Unified diff from the document to the new text (line endings kept, ``\r\n``
-        included). For an incomplete program, only the document lines up to the last line
-        it copied are compared (the rest was not reached, not deleted), and a last line
-        says so."""
-        before, after = split_lines(self.document), split_lines(self.text)
-        note = ""
-        if not self.complete:
-            reached = max((op.end for op in self.program.ops if isinstance(op, Copy)), default=0)
-            if reached < len(before):
-                note = (f"(incomplete program: document lines {reached + 1}-{len(before)} were not reached "
-                        "and are not in this diff)\n")
-            before = before[:reached]
-        out = []
-        for line in difflib.unified_diff(before, after, "before", "after", n=context):
-            out.append(line)
-            if not line.endswith("\n"):
-                out.append("\n\\ No newline at end of file\n")
-        return "".join(out) + note
-
-
-@dataclass(frozen=True)
-class EditEvent:
-    """One streaming step. `kind` says which:
-
-    - ``"copy"``: a copy op completed: `op` is the :class:`Copy`, `text` the lines it copied;
-    - ``"gen_text"``: new text of the gen op being written, token by token (`op` is None:
-      the op is not finished);
-    - ``"gen"``: a gen op closed: `op` is the whole :class:`Gen` (its text came before);
-    - ``"end"``: the last event: `result` holds the :class:`EditResult`.
-    """
-
-    op: Op | None = None
-    text: str = ""
-    result: EditResult | None = None  # set on the last event
-    kind: str = ""
-
-
-def resolver_events(resolver: StreamingResolver, text: str) -> list[EditEvent]:
-    """Feed program text to `resolver` char by char (so a copy's text lands right after
-    its tag) and return the events it makes: ``copy`` (the op and its lines), ``gen`` (a
-    closed gen op), ``gen_text`` (new gen text)."""
-    events: list[EditEvent] = []
-    for ch in text:
-        before = len(resolver.ops)
-        piece = resolver.feed(ch)
-        new_ops = resolver.ops[before:]
-        for op in new_ops:
-            is_copy = isinstance(op, Copy)
-            events.append(EditEvent(op=op, text=piece if is_copy else "", kind="copy" if is_copy else "gen"))
-        if piece and not any(isinstance(op, Copy) for op in new_ops):
-            events.append(EditEvent(text=piece, kind="gen_text"))
-    return events
-
-
-def build_prompt(tokenizer, document: str, instruction: str) -> str:
-    """Instruction + the document with visible line numbers, through the chat template
-    when the tokenizer has one, ending with ``<program>``."""
-    body = f"{DEFAULT_INSTRUCTIONS}\n\nInstruction: {instruction}\n\nDocument:\n{number_lines(document)}"
-    template = getattr(tokenizer, "chat_template", None)
-    if template:
-        prefix = tokenizer.apply_chat_template([{"role": "user", "content": body}], tokenize=False,
-                                               add_generation_prompt=True)
-        return prefix + "<program>"
-    return body + "\n<program>"
-
-
-def _probs(logits, mask: np.ndarray, sampling: Sampling):
-    """The distribution tokens are drawn from: masked, temperature, top-p, normalized."""
-    import torch
-
-    keep = torch.from_numpy(mask[: logits.shape[-1]]).to(logits.device)
-    scores = logits[: keep.shape[0]].masked_fill(~keep, float("-inf"))
-    probs = torch.softmax(scores / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_p, order = torch.sort(probs, descending=True)
-        cut = torch.cumsum(sorted_p, 0) - sorted_p >= sampling.top_p
-        sorted_p[cut] = 0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-    return probs / probs.sum()
-
-
-def _sample(logits, mask: np.ndarray, sampling: Sampling, generator) -> int:
-    import torch
-
-    if sampling.temperature <= 0:
-        keep = torch.from_numpy(mask[: logits.shape[-1]]).to(logits.device)
-        return int(torch.argmax(logits[: keep.shape[0]].masked_fill(~keep, float("-inf"))))
-    return int(torch.multinomial(_probs(logits, mask, sampling), 1, generator=generator))
-
-
-def verify_rule(probs, draft: int):
-    """Speculative sampling with a deterministic draft token: (probability of keeping
-    `draft`, distribution to draw from when it is rejected). Keeping with p(d) and else
-    drawing from p without d gives exactly p."""
-    accept = float(probs[draft]) if draft < probs.shape[-1] else 0.0
-    residual = probs.clone()
-    if draft < residual.shape[-1]:
-        residual[draft] = 0
-    total = float(residual.sum())
-    return accept, (residual / total if total > 0 else residual)
-
-
-def _verify_sample(logits, mask: np.ndarray, sampling: Sampling, generator, draft: int) -> int:
-    """The token at a drafted position: `draft` or what replaces it (see the module
-    docstring); greedy is the masked argmax whatever the draft."""
-    import torch
-
-    if sampling.temperature <= 0:
-        return _sample(logits, mask, sampling, generator)
-    accept, residual = verify_rule(_probs(logits, mask, sampling), draft)
-    if accept > 0 and float(torch.rand(1, generator=generator)) < accept:
-        return draft
-    return int(torch.multinomial(residual, 1, generator=generator))
-
-
-class NgramLookup:
-    """Prompt-lookup drafts: the longest suffix n-gram (n <= `max_n`) of the written
-    tokens, looked up in `source` (e.g. the document's tokens) and then in the written
-    tokens themselves; the leftmost occurrence with a continuation gives the draft (as
-    transformers' ``PromptLookupCandidateGenerator`` does over its input)."""
-
-    def __init__(self, source: list[int], max_n: int = 3):
-        self.max_n = max_n
-        self.source = list(source)
-        self.written: list[int] = []
-        self._index: list[dict[tuple[int, ...], int]] = [{}, {}]
-        for end in range(1, len(self.source) + 1):
-            self._add(0, self.source, end)
-
-    def _add(self, which: int, seq: list[int], end: int) -> None:
-        index = self._index[which]
-        for n in range(1, min(self.max_n, end) + 1):
-            index.setdefault(tuple(seq[end - n : end]), end - n)
-
-    def extend(self, tokens: list[int]) -> None:
-        for t in tokens:
-            self.written.append(t)
-            self._add(1, self.written, len(self.written))
-
-    def propose(self, limit: int) -> list[int]:
-        """Up to `limit` draft tokens continuing the written tokens (empty if no match)."""
-        if limit <= 0:
-            return []
-        for n in range(min(self.max_n, len(self.written)), 0, -1):
-            key = tuple(self.written[-n:])
-            for index, seq in zip(self._index, (self.source, self.written)):
-                start = index.get(key)
-                if start is not None and start + n < len(seq):
-                    return seq[start + n : start + n + limit]
-        return []
 
 
 class CopyEditor:
@@ -552,9 +336,9 @@ class CopyEditor:
                         raise ValueError(f"the script is not a valid program here: "
                                          f"{script_bytes[len(program_bytes):][:40]!r}")
                 elif draft:
-                    tok = _verify_sample(logits, mask, sampling, generator, draft[0])
+                    tok = verify_token(logits, mask, sampling, generator, draft[0])
                 else:
-                    tok = _sample(logits, mask, sampling, generator)
+                    tok = sample_token(logits, mask, sampling, generator)
                 matcher.advance(tok)
                 stats.generated_tokens += 1
                 events, copy_ids = feed([tok])

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from ..edits.program import Copy, Gen
 from ..errors import RequestError
-from ..generators.copy_decode import EditEvent
+from ..decoding.results import EditEvent
 
 __all__ = ["EDIT_ROUTE", "EditEndpointPlugin", "EditJob", "EditService", "edit_router", "parse_edit_body"]
 

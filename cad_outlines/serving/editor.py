@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..engine.compile import compile_grammar
 from ..engine.vocabulary import Vocabulary
-from ..generators.copy_decode import EditEvent, EditResult
-from ..generators.encoding import TokenEncoder
+from ..decoding.encoding import TokenEncoder
+from ..decoding.results import EditEvent, EditResult
 from ..grammars import grammar_path
 from .async_backend import AsyncLLMBackend
 from .backends import EngineBackend, HTTPBackend

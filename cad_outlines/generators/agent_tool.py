@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..decoding.prompt import build_prompt
 from ..edits.answers import resolve_text
 from ..edits.lines import split_lines
-from ..decoding.prompt import build_prompt
 
 __all__ = ["edit_tool"]
 

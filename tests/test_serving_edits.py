@@ -141,7 +141,7 @@ def edit_server(tiny_model, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("edit_server") / "server.log"
     env = {**os.environ, "CAD_OUTLINES_CACHE": str(tmp_path_factory.mktemp("grammar_cache_edits")),
-           "CAD_OUTLINES_EDIT_MAX_BODY_BYTES": str(BODY_LIMIT)}
+           "CAD_OUTLINES_MAX_EDIT_BODY_BYTES": str(BODY_LIMIT)}
     cmd = [sys.executable, "-m", "cad_outlines.serving.api_server", "--model", str(tiny_model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
     proc, url = start_server(cmd, env, log, "the server")

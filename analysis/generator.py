@@ -41,9 +41,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cad_outlines.decoding.kv import append, cache_len, crop_cache, new_cache
 from cad_outlines.edits import oracle_program, split_lines
-from cad_outlines.generators.copy_decode import CopyEditor, NgramLookup
-from cad_outlines.generators.kv import append, cache_len, crop_cache, new_cache
+from cad_outlines.generators.copy_decode import CopyEditor
+from cad_outlines.generators.ngram import NgramLookup
 
 from .coverage import DEFAULT_KERNEL_CSV, Tally, case_tally, read_kernel_curves
 from .datasets import (LENGTH_BUCKETS, EditCase, OVER, add_corpus_arguments, changed_fraction, corpora_from_args, corpus_argv,

@@ -167,7 +167,7 @@ def _llguidance_run(model, hf, gpath, prompt_ids, batch, args, vocab_size, eos) 
     except ImportError:
         return None
 
-    from cad_outlines.generators.logits import apply_token_bitmask_inplace
+    from cad_outlines.decoding.logits import apply_token_bitmask_inplace
 
     tok = llguidance.hf.from_tokenizer(hf, n_vocab=vocab_size)
     grammar = llguidance.grammar_from("lark", gpath.read_text())

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cad_outlines.generators.kv import cache_len, crop_cache, new_cache
+from cad_outlines.decoding.kv import cache_len, crop_cache, new_cache
 
 from .report import markdown_table, write_report
 
@@ -107,7 +107,7 @@ def build_model(config: str | dict, dtype: str = "fp32", device: str = "cpu", se
 
 def forward(model, ids, cache, logits_to_keep: int = 0):
     """One forward of ``ids`` (shape [1, n]) appended to ``cache``; returns the logits [1, k, vocab]."""
-    from cad_outlines.generators.kv import cache_keyword
+    from cad_outlines.decoding.kv import cache_keyword
 
     kwargs = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}
     kwargs[cache_keyword(model)] = cache  # `cache` in newer transformers (past_key_values warns there)

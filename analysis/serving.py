@@ -323,7 +323,7 @@ def _table(n: int, results: list[MethodResult]) -> str:
 def run(args) -> int:
     import vllm
 
-    from cad_outlines.generators.encoding import TokenEncoder
+    from cad_outlines.decoding.encoding import TokenEncoder
     from cad_outlines.serving import ServedEditor
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor, load_tokenizer
 

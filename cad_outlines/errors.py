@@ -14,6 +14,8 @@ so ``except ValueError`` keeps working:
 - :class:`ParameterError`: a parameter out of its range (``Sampling(temperature=-1)``).
 - :class:`ResourceLimitError`: an input that would cost more than a configured limit (time, memory,
   size), naming the limit, the value and how to raise it.
+- :class:`SettingError`: a ``CAD_OUTLINES_*`` environment variable with a bad value, or a limit's name
+  misspelled, naming the variable.
 
 This module imports nothing from the package, so every stage can import it.
 """
@@ -26,6 +28,7 @@ __all__ = [
     "CadOutlinesError", "GrammarError", "GrammarCompileError", "LexError", "TokenError", "InvalidTokenError",
     "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "ServingError", "RequestError",
     "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError", "ParameterError",
+    "SettingError",
 ]
 
 
@@ -174,6 +177,11 @@ class ResourceLimitError(CadOutlinesError, ValueError):
 class ParameterError(CadOutlinesError, ValueError):
     """A parameter whose value is out of its range (a negative temperature, a top-p of 0): the
     message names the parameter, the value and the range."""
+
+
+class SettingError(CadOutlinesError, ValueError):
+    """A setting from the environment (``CAD_OUTLINES_*``) that is not a valid value, or a ``CAD_OUTLINES_MAX_*``
+    name that is no limit: the message names the variable (and, for a misspelling, the known ones)."""
 
 
 class CacheFileError(CadOutlinesError, ValueError):

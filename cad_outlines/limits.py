@@ -12,6 +12,12 @@ The defaults are far above every real grammar we know (python.lark x Qwen2.5: 12
 an 8.6 MiB cache file) so a library user never meets them by accident; a server passes tighter ones, and
 enforces memory and CPU in the operating system as well (its compile workers run under ``setrlimit``).
 
+Settings from the environment: one scheme for every limit of the package, read by :func:`read_env`. A limit
+named ``field`` is the variable ``CAD_OUTLINES_<FIELD>`` (:func:`env_name`): :class:`Limits` here, and the
+server's :class:`~cad_outlines.serving.limits.ServerLimits`, which embeds a :class:`Limits` (the one table:
+docs/serving.md, "Limits and security"). A value is a positive number (or ``none`` where the limit may be
+unbounded); anything else raises :class:`~cad_outlines.errors.SettingError` naming the variable.
+
 This module imports only :mod:`cad_outlines.errors`, so every stage can read the active limits.
 """
 
@@ -24,9 +30,111 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import ResourceLimitError
+from .errors import ResourceLimitError, SettingError
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "active_limits", "enforcing", "check_limit", "check_deadline"]
+__all__ = ["Limits", "DEFAULT_LIMITS", "ENV_PREFIX", "active_limits", "check_deadline", "check_env_names",
+           "check_limit", "enforcing", "env_name", "env_names", "env_values", "read_env"]
+
+ENV_PREFIX = "CAD_OUTLINES_"
+_MAX_PREFIX = ENV_PREFIX + "MAX_"
+# Variables of this scheme renamed before any release: a clear error instead of a silent no-op.
+RENAMED = {"CAD_OUTLINES_EDIT_MAX_BODY_BYTES": "CAD_OUTLINES_MAX_EDIT_BODY_BYTES"}
+
+
+def env_name(field: str) -> str:
+    """The environment variable of the limit `field`: ``CAD_OUTLINES_`` + its name in upper case."""
+    return ENV_PREFIX + field.upper()
+
+
+def _settings(cls) -> Iterator[tuple[str, dataclasses.Field, str | None]]:
+    """(field name, field, the name of the embedded limits dataclass holding it, or None) of every limit of
+    `cls`, embedded limits dataclasses flattened (their fields are variables of their own)."""
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(f.default):
+            for name, inner, _ in _settings(type(f.default)):
+                yield name, inner, f.name
+        else:
+            yield f.name, f, None
+
+
+def env_names(cls) -> list[str]:
+    """The variables a limits dataclass reads (embedded ones included), in field order."""
+    return [env_name(name) for name, _, _ in _settings(cls)]
+
+
+def _annotation(f: dataclasses.Field) -> str:
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+def _parse(var: str, raw: str, f: dataclasses.Field):
+    """One variable's value for field `f`: a positive finite number (an int field takes an integer-valued
+    one, ``1e9`` included), or None for ``none`` where the field may be None."""
+    kind = _annotation(f)
+    text = raw.strip()
+    if text.lower() == "none":
+        if "None" not in kind:
+            raise SettingError(f"{var}={raw!r}: this limit cannot be removed ('none'); give a positive number")
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingError(f"{var}={raw!r}: not a number" + (" (or 'none')" if "None" in kind else "")) from None
+    if not (value > 0 and value != float("inf")):
+        raise SettingError(f"{var}={raw!r}: must be a positive finite number" + (" (or 'none')" if "None" in kind
+                                                                                   else ""))
+    if "float" in kind:
+        return value
+    try:
+        return int(text)
+    except ValueError:
+        if not value.is_integer():
+            raise SettingError(f"{var}={raw!r}: must be a whole number") from None
+        return int(value)
+
+
+def check_env_names(environ, known: list[str]) -> None:
+    """Raise :class:`SettingError` for a ``CAD_OUTLINES_MAX_*`` variable in `environ` that is not one of
+    `known` (a misspelled limit would otherwise be ignored), or for a renamed variable, naming the right one."""
+    for var in environ:
+        if var in RENAMED:
+            raise SettingError(f"{var} is now {RENAMED[var]}")
+        if var.startswith(_MAX_PREFIX) and var not in known:
+            names = ", ".join(sorted(n for n in known if n.startswith(_MAX_PREFIX)))
+            raise SettingError(f"{var} is not a limit; the CAD_OUTLINES_MAX_ limits are: {names}")
+
+
+def read_env(cls, environ=None, base=None):
+    """`base` (default: ``cls()``), a limits dataclass, with each limit overridden by its variable where
+    `environ` (default: ``os.environ``) sets it (empty: not set). Limits of an embedded limits dataclass are
+    read the same way, under their own names. A bad value raises :class:`SettingError` naming the variable."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    out = base if base is not None else cls()
+    top: dict = {}
+    inner: dict[str, dict] = {}
+    for name, f, holder in _settings(cls):
+        var = env_name(name)
+        raw = environ.get(var)
+        if raw is None or raw.strip() == "":
+            continue
+        (inner.setdefault(holder, {}) if holder else top)[name] = _parse(var, raw, f)
+    for holder, changes in inner.items():
+        top[holder] = dataclasses.replace(getattr(out, holder), **changes)
+    return dataclasses.replace(out, **top) if top else out
+
+
+def env_values(limits) -> dict[str, str]:
+    """`limits` (a limits dataclass) as the variables that :func:`read_env` reads back to it (``none`` for an
+    unbounded limit): for a child process."""
+    out = {}
+    for f in dataclasses.fields(limits):
+        value = getattr(limits, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(env_values(value))
+        else:
+            out[env_name(f.name)] = "none" if value is None else repr(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -46,28 +154,11 @@ class Limits:
     @classmethod
     def from_env(cls, environ=None, base: Limits | None = None) -> Limits:
         """`base` (the defaults) with each limit overridden by ``CAD_OUTLINES_MAX_...`` where set (an operator's
-        knob: ``CAD_OUTLINES_MAX_COMPILE_SECONDS=60``; ``none`` removes a limit). A bad value raises ValueError
-        naming the variable."""
-        import os
-
-        environ = os.environ if environ is None else environ
-        out = base if base is not None else cls()
-        for f in dataclasses.fields(cls):
-            var = f"CAD_OUTLINES_{f.name.upper()}"
-            raw = environ.get(var)
-            if raw is None or raw.strip() == "":
-                continue
-            if raw.strip().lower() == "none":
-                out = dataclasses.replace(out, **{f.name: None})
-                continue
-            try:
-                value = float(raw) if f.name == "max_compile_seconds" else int(raw)
-            except ValueError:
-                raise ValueError(f"{var}={raw!r}: not a number (or 'none')") from None
-            if not value > 0 or value != value or value == float("inf"):
-                raise ValueError(f"{var}={raw!r}: must be a positive finite number (or 'none')")
-            out = dataclasses.replace(out, **{f.name: value})
-        return out
+        knob: ``CAD_OUTLINES_MAX_COMPILE_SECONDS=60``; ``none`` removes a limit), by :func:`read_env`. A bad
+        value raises :class:`~cad_outlines.errors.SettingError` (a ValueError) naming the variable. Other
+        variables are left alone: a server reads these with its own (and checks their names) in
+        :meth:`~cad_outlines.serving.limits.ServerLimits.from_env`."""
+        return read_env(cls, environ, base)
 
     def replace(self, **changes) -> Limits:
         """A copy with some limits changed (``DEFAULT_LIMITS.replace(max_compile_seconds=30)``)."""
@@ -133,4 +224,4 @@ def check_deadline(where: str = "") -> None:
 
 def _how(name: str) -> str:
     return (f"raise it with compile_grammar(..., limits=Limits({name}=...)) (None: unbounded), "
-            f"or on a server with CAD_OUTLINES_{name.upper()}")
+            f"or on a server with {env_name(name)}")

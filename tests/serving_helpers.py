@@ -77,28 +77,52 @@ def start_server(cmd: list[str], env: dict, log: Path, what: str = "the vLLM ser
 
 
 @contextlib.contextmanager
+def grammar_cache(cache_dir: Path):
+    """Grammars compiled in this process go to `cache_dir` (``CAD_OUTLINES_CACHE``) inside the block; the
+    session's folder (tests/conftest.py) is restored after, so later tests never write into the user's cache."""
+    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")
+    os.environ["CAD_OUTLINES_CACHE"] = str(cache_dir)
+    try:
+        yield
+    finally:
+        if previous_cache is None:
+            os.environ.pop("CAD_OUTLINES_CACHE", None)
+        else:
+            os.environ["CAD_OUTLINES_CACHE"] = previous_cache
+
+
+@contextlib.contextmanager
 def async_engine(tiny_model, cache_dir: Path):
     """(AsyncLLM over `tiny_model` with our logits processor, its event loop): every test runs on this one
-    loop. Grammars are cached in `cache_dir`; the session's ``CAD_OUTLINES_CACHE`` is restored after."""
+    loop. Grammars are cached in `cache_dir` (:func:`grammar_cache`)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor
 
-    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")
-    os.environ["CAD_OUTLINES_CACHE"] = str(cache_dir)
-    loop = asyncio.new_event_loop()
-    try:
-        async def start():
-            return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
-                                                             logits_processors=[CadLogitsProcessor], **ENGINE))
+    with grammar_cache(cache_dir):
+        loop = asyncio.new_event_loop()
+        try:
+            async def start():
+                return AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model),
+                                                                 logits_processors=[CadLogitsProcessor], **ENGINE))
 
-        engine = loop.run_until_complete(start())
-        yield engine, loop
-        engine.shutdown()
-    finally:
-        loop.close()
-        if previous_cache is None:
-            os.environ.pop("CAD_OUTLINES_CACHE", None)
-        else:
-            os.environ["CAD_OUTLINES_CACHE"] = previous_cache
+            engine = loop.run_until_complete(start())
+            yield engine, loop
+            engine.shutdown()
+        finally:
+            loop.close()
+
+
+@contextlib.contextmanager
+def blocking_llm(tiny_model, cache_dir: Path):
+    """vLLM's blocking ``LLM`` over `tiny_model` with our logits processor, shut down after. Grammars are
+    cached in `cache_dir` (:func:`grammar_cache`)."""
+    from vllm import LLM
+
+    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+
+    with grammar_cache(cache_dir):
+        llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
+        yield llm
+        llm.llm_engine.engine_core.shutdown()

@@ -6,7 +6,7 @@ import torch
 
 from cad_outlines import Copy, parse_program, resolve, split_lines
 from cad_outlines.generators.copy_decode import CopyEditor, Sampling
-from cad_outlines.generators.kv import append, crop_cache, new_cache
+from cad_outlines.decoding.kv import append, crop_cache, new_cache
 
 DOC = "Once upon a time there was a cat.\nThe cat liked milk.\nOne day the cat saw a dog.\nThey became friends.\n"
 
@@ -190,7 +190,7 @@ def test_growing_cache_matches_dynamic_cache_through_appends_and_crops():
     run of appends and crops are exactly those of transformers' DynamicCache."""
     from transformers import DynamicCache
 
-    from cad_outlines.generators.kv import cache_len
+    from cad_outlines.decoding.kv import cache_len
 
     model = random_qwen2()
     grown, plain = new_cache(model), DynamicCache(config=model.config)

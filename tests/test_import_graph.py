@@ -1,6 +1,6 @@
 """The package's import graph: no cycle between modules, and no arrow from a lower stage to a higher one
-(grammar front end -> lexer and mask store -> compiled handle -> matcher -> generators and serving; edit
-programs stand alone). Read with `ast`, so nothing is imported."""
+(grammar front end -> lexer and mask store -> compiled handle -> matcher -> decoding -> generators and serving,
+which do not import each other; edit programs stand alone). Read with `ast`, so nothing is imported."""
 
 import ast
 from pathlib import Path
@@ -22,7 +22,8 @@ LAYERS = {
     "cad_outlines.engine": 3,  # compile driver, compiled handle, matcher, vocabulary, token ids
     "cad_outlines.engine.reference": 4,  # test references: above everything they check
     "cad_outlines.grammar_report": 5,
-    "cad_outlines.generators": 6,
+    "cad_outlines.decoding": 6,  # what the in-process loops and the vLLM client share
+    "cad_outlines.generators": 7,
     "cad_outlines.serving": 7,
     "cad_outlines.examples": 7,
     "cad_outlines.cli_common": 7,
@@ -31,6 +32,8 @@ LAYERS = {
     "cad_outlines.cli": 9,
     "cad_outlines": 10,  # the facade re-exports everything
 }
+# Same layer, no arrows between them: what both need lives in cad_outlines.decoding.
+SIBLINGS = [("cad_outlines.generators", "cad_outlines.serving")]
 # Edit programs stand alone: they import only errors and themselves.
 STANDALONE = {"cad_outlines.edits": {"cad_outlines.edits", "cad_outlines.errors"}}
 # Nothing in production imports the references.
@@ -50,6 +53,10 @@ def _layer(mod: str) -> tuple[str, int]:
     assert keys, f"{mod} has no layer in tests/test_import_graph.py LAYERS: say where it sits in the stages"
     best = max(keys, key=len)
     return best, LAYERS[best]
+
+
+def _within(mod: str, pkg: str) -> bool:
+    return mod == pkg or mod.startswith(pkg + ".")
 
 
 def _type_checking_block(node: ast.If) -> bool:
@@ -140,6 +147,10 @@ def test_arrows_point_down():
                 if (mod == stand or mod.startswith(stand + ".")) and not any(
                         dep == a or dep.startswith(a + ".") for a in allowed):
                     bad.append(f"{mod} (edit programs stand alone) imports {dep}")
+            for a, b in SIBLINGS:
+                for src, dst in ((a, b), (b, a)):
+                    if _within(mod, src) and _within(dep, dst):
+                        bad.append(f"{mod} imports its sibling {dep} (shared code belongs below both)")
             if dep.startswith(PRODUCTION_MAY_NOT_IMPORT) and not mod.startswith(PRODUCTION_MAY_NOT_IMPORT):
                 bad.append(f"{mod} imports the test reference {dep}")
     assert not bad, "\n".join(sorted(bad))

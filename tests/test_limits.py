@@ -94,3 +94,38 @@ def test_unbounded_with_none(vocab):
     g = compile_grammar('start: A\nA: "' + "x" * 5000 + '"\n', vocab, cache=False, progress=False,
                         limits=Limits(max_literal_chars=None))
     assert g.vocab_size == vocab.size
+
+
+def test_one_environment_scheme_for_the_library_and_the_server():
+    """ServerLimits embeds Limits: one environment describes a server, every limit CAD_OUTLINES_<NAME>, read by
+    one reader; the variables a ServerLimits writes for its compile workers read back to it."""
+    from cad_outlines.limits import env_names
+    from cad_outlines.serving.limits import ServerLimits
+
+    names = env_names(ServerLimits)
+    assert len(names) == len(set(names)) and set(env_names(Limits)) <= set(names)
+    assert "CAD_OUTLINES_MAX_COMPILE_SECONDS" in names and "CAD_OUTLINES_COMPILE_TIMEOUT_S" in names
+    got = ServerLimits.from_env({"CAD_OUTLINES_MAX_IDS": "1e3", "CAD_OUTLINES_MAX_TERMINALS": "none",
+                                 "CAD_OUTLINES_MAX_DFA_STATES": "77", "CAD_OUTLINES_COMPILE_TIMEOUT_S": "2.5",
+                                 "CAD_OUTLINES_DATA": "/elsewhere"})  # not a limit, not a MAX_ name: left alone
+    assert (got.max_ids, got.compile_timeout_s) == (1000, 2.5)
+    assert (got.compile.max_terminals, got.compile.max_dfa_states) == (None, 77)
+    assert got.compile.max_rules == DEFAULT_LIMITS.max_rules
+    assert ServerLimits.from_env(got.env()) == got
+    assert got.env()["CAD_OUTLINES_MAX_TERMINALS"] == "none"
+
+
+def test_a_misspelled_or_bad_variable_is_named():
+    from cad_outlines.errors import SettingError
+    from cad_outlines.serving.limits import ServerLimits
+
+    with pytest.raises(SettingError, match="CAD_OUTLINES_MAX_TERMINAL is not a limit") as info:
+        ServerLimits.from_env({"CAD_OUTLINES_MAX_TERMINAL": "5"})
+    assert "CAD_OUTLINES_MAX_TERMINALS" in str(info.value) and "CAD_OUTLINES_MAX_IDS" in str(info.value)
+    with pytest.raises(SettingError, match="CAD_OUTLINES_MAX_EDIT_BODY_BYTES"):  # its name before any release
+        ServerLimits.from_env({"CAD_OUTLINES_EDIT_MAX_BODY_BYTES": "5"})
+    with pytest.raises(SettingError, match="CAD_OUTLINES_COMPILE_WORKERS.*cannot be removed"):
+        ServerLimits.from_env({"CAD_OUTLINES_COMPILE_WORKERS": "none"})
+    with pytest.raises(SettingError, match="CAD_OUTLINES_MAX_RULES.*whole number"):
+        Limits.from_env({"CAD_OUTLINES_MAX_RULES": "2.5"})
+    assert Limits.from_env({"CAD_OUTLINES_MAX_IDS": "5"}) == DEFAULT_LIMITS  # the server's: not read here

@@ -191,7 +191,7 @@ def test_flat_file_round_trip_and_corruption(vocab, tmp_path):
 def test_apply_token_bitmask_inplace_masks_exactly():
     import torch
 
-    from cad_outlines.generators.logits import apply_token_bitmask_inplace
+    from cad_outlines.decoding.logits import apply_token_bitmask_inplace
 
     rng = np.random.default_rng(0)
     vocab, width = 70, 75  # logits wider than the bitmask's vocabulary: the extra ids are disallowed

@@ -21,7 +21,8 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 from cad_outlines import oracle_program, resolve, split_lines  # noqa: E402
 from cad_outlines.edits.program import Copy  # noqa: E402
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR, ServedEditor, ServingError  # noqa: E402
-from tests.serving_helpers import ENGINE, SERVER_ARGS, async_engine, free_port, kill_server, make_tiny_model, start_server  # noqa: E402,F401
+from tests.serving_helpers import (SERVER_ARGS, async_engine, blocking_llm, free_port, kill_server,  # noqa: E402,F401
+                                   make_tiny_model, start_server)
 
 pytestmark = pytest.mark.slow
 
@@ -264,28 +265,11 @@ class TestHTTPServer:
         assert list(partial.program.ops)[:1] == [Copy(1, 1)] and "partial program" in str(info.value)
 
 
-def _restore_env(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
 # -- in-process LLM ---------------------------------------------------------------------------
 @pytest.fixture(scope="class")
 def llm(tiny_model, tmp_path_factory):
-    from vllm import LLM
-
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
-
-    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
-    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm"))
-    try:
-        llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
-        yield llm
-        llm.llm_engine.engine_core.shutdown()
-    finally:
-        _restore_env("CAD_OUTLINES_CACHE", previous_cache)
+    with blocking_llm(tiny_model, tmp_path_factory.mktemp("grammar_cache_llm")) as got:
+        yield got
 
 
 class TestLLM:

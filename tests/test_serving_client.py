@@ -24,7 +24,7 @@ AFTER = "Once upon a time there was a cat.\nThe cat liked fish.\nOne day the cat
 @pytest.fixture(scope="module")
 def setup(tiny, tmp_path_factory):
     from cad_outlines.engine.vocabulary import Vocabulary
-    from cad_outlines.generators.encoding import TokenEncoder
+    from cad_outlines.decoding.encoding import TokenEncoder
 
     model, tok = tiny
     vocab = Vocabulary.from_tokenizer(tok, model_vocab_size=model.config.vocab_size)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from cad_outlines.errors import RequestError
-from cad_outlines.serving.edit_endpoint import FIELDS, MAX_BODY_BYTES, EditRequestError, parse_edit_body
+from cad_outlines.serving.edit_endpoint import FIELDS, EditRequestError, parse_edit_body
+from cad_outlines.serving.limits import ServerLimits
 from cad_outlines.serving.session_channel import SessionTokens
 
 
@@ -39,7 +40,7 @@ def test_a_good_body_gives_the_job_with_defaults_and_given_parameters():
     (b'{"document": "a", "instruction": "x", "temperature": NaN}', 400, "temperature must be a number"),
     (body(seed=1.5), 400, "seed must be an integer"),
     (body(model="other"), 404, "not served here"),
-    (b" " * (MAX_BODY_BYTES + 1), 413, "limit"),
+    (b" " * (ServerLimits().max_edit_body_bytes + 1), 413, "limit"),
 ])
 def test_a_bad_body_is_refused_with_one_line_naming_what_is_wrong(raw, status, words):
     with pytest.raises(EditRequestError) as info:

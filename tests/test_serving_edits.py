@@ -21,7 +21,8 @@ vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e
 from cad_outlines import oracle_program, resolve  # noqa: E402
 from cad_outlines.edits.program import Copy, parse_program  # noqa: E402
 from cad_outlines.serving import ServedEditor  # noqa: E402
-from tests.serving_helpers import ENGINE, SERVER_ARGS, async_engine, free_port, kill_server, make_tiny_model, start_server  # noqa: E402,E501
+from tests.serving_helpers import (SERVER_ARGS, async_engine, blocking_llm, free_port, kill_server,  # noqa: E402
+                                   make_tiny_model, start_server)
 
 pytestmark = pytest.mark.slow
 
@@ -141,7 +142,7 @@ def edit_server(tiny_model, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("edit_server") / "server.log"
     env = {**os.environ, "CAD_OUTLINES_CACHE": str(tmp_path_factory.mktemp("grammar_cache_edits")),
-           "CAD_OUTLINES_EDIT_MAX_BODY_BYTES": str(BODY_LIMIT)}
+           "CAD_OUTLINES_MAX_EDIT_BODY_BYTES": str(BODY_LIMIT)}
     cmd = [sys.executable, "-m", "cad_outlines.serving.api_server", "--model", str(tiny_model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
     proc, url = start_server(cmd, env, log, "the server")
@@ -240,21 +241,8 @@ class TestEditEndpoint:
 # -- in-process LLM (blocking) ------------------------------------------------------------------
 @pytest.fixture(scope="class")
 def llm(tiny_model, tmp_path_factory):
-    from vllm import LLM
-
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
-
-    previous_cache = os.environ.get("CAD_OUTLINES_CACHE")  # the session's (tests/conftest.py): restored after
-    os.environ["CAD_OUTLINES_CACHE"] = str(tmp_path_factory.mktemp("grammar_cache_llm_edits"))
-    try:
-        llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)
-        yield llm
-        llm.llm_engine.engine_core.shutdown()
-    finally:
-        if previous_cache is None:
-            os.environ.pop("CAD_OUTLINES_CACHE", None)
-        else:
-            os.environ["CAD_OUTLINES_CACHE"] = previous_cache
+    with blocking_llm(tiny_model, tmp_path_factory.mktemp("grammar_cache_llm_edits")) as got:
+        yield got
 
 
 class TestOneRequestOnLLM:

@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from cad_outlines.errors import ResourceLimitError, ServingError
+from cad_outlines.errors import ResourceLimitError, SettingError
+from cad_outlines.limits import Limits
 from cad_outlines.serving import GrammarSpec, RequestError
 from cad_outlines.serving.admission import AdmissionError, admit
 from cad_outlines.serving.compile_worker import CompileRefused
@@ -31,8 +32,8 @@ def test_limits_come_from_the_environment_and_bad_values_are_named():
     assert ServerLimits.from_env({}) == ServerLimits()
     got = ServerLimits.from_env({"CAD_OUTLINES_MAX_IDS": "100", "CAD_OUTLINES_COMPILE_TIMEOUT_S": "2.5"})
     assert got.max_ids == 100 and got.compile_timeout_s == 2.5
-    for bad in ("ten", "0", "-3", "inf", "nan"):
-        with pytest.raises(ServingError, match="CAD_OUTLINES_MAX_IDS"):
+    for bad in ("ten", "0", "-3", "inf", "nan", "none", "2.5"):
+        with pytest.raises(SettingError, match="CAD_OUTLINES_MAX_IDS"):
             ServerLimits.from_env({"CAD_OUTLINES_MAX_IDS": bad})
 
 
@@ -187,10 +188,10 @@ def test_loaded_grammars_are_evicted_least_recently_used_first(small_data, tmp_p
     assert len(library) == 2 and library.loaded(specs[1]) is None and library.loaded(specs[0]) is not None
 
 
-def test_a_compile_past_its_limits_is_killed_refused_and_remembered(small_data, tmp_path, monkeypatch):
-    for name in ("MAX_DFA_STATES", "MAX_COMPILE_SECONDS", "MAX_LEXER_CONFIGS"):  # the library's own limits would
-        monkeypatch.setenv(f"CAD_OUTLINES_{name}", "none")  # refuse these first: here the OS limits are tested
-    limits = ServerLimits(compile_timeout_s=3, compile_cpu_s=10, max_pending_compiles=1)
+def test_a_compile_past_its_limits_is_killed_refused_and_remembered(small_data, tmp_path):
+    # the library's own limits would refuse these first: here the OS limits are tested (the worker gets them)
+    unbounded = Limits(max_dfa_states=None, max_compile_seconds=None, max_lexer_configs=None)
+    limits = ServerLimits(compile_timeout_s=3, compile_cpu_s=10, max_pending_compiles=1, compile=unbounded)
     gate = GrammarGate(small_data / "models/stories260K_hf", 512, cache=tmp_path, limits=limits)
     slow = GrammarSpec(text="start: T\nT: /[^y]{32000}/\n")
     t0 = time.perf_counter()
@@ -204,7 +205,8 @@ def test_a_compile_past_its_limits_is_killed_refused_and_remembered(small_data, 
     with pytest.raises(CompileRefused, match="compile_timeout_s"):  # remembered: no second worker
         gate.ensure(slow)
     assert time.perf_counter() - t0 < 0.5 and gate.compiled == []
-    small = ServerLimits(compile_memory_bytes=250 * 2**20, compile_timeout_s=30)  # the imports fit, the DFA not
+    # the imports fit in 250 MiB, the DFA does not
+    small = ServerLimits(compile_memory_bytes=250 * 2**20, compile_timeout_s=30, compile=unbounded)
     gate = GrammarGate(small_data / "models/stories260K_hf", 512, cache=tmp_path, limits=small)
     with pytest.raises(CompileRefused, match="compile_memory_bytes") as info:
         gate.ensure(GrammarSpec(text="start: X\nX: /(a|b)*a(a|b){14}/\n"))

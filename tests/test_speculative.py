@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from cad_outlines import Copy, oracle_program, parse_program, resolve, split_lines
-from cad_outlines.generators.copy_decode import CopyEditor, NgramLookup, Sampling, _probs, _verify_sample, verify_rule
+from cad_outlines.generators.copy_decode import CopyEditor
+from cad_outlines.generators.ngram import NgramLookup
+from cad_outlines.generators.sampling import Sampling, distribution, verify_rule, verify_token
 
 DOCS = [
     "Once upon a time there was a cat.\nThe cat liked milk.\nOne day the cat saw a dog.\nThey became friends.\n",
@@ -96,17 +98,17 @@ def test_verify_sample_draws_from_the_processed_distribution():
     logits = torch.tensor([2.0, 1.5, 0.3, -1.0, 0.9, 3.0])
     mask = np.array([True, True, True, True, True, False])
     sampling = Sampling(temperature=0.8, top_p=0.95)
-    p = _probs(logits, mask, sampling)
+    p = distribution(logits, mask, sampling)
     assert p[5] == 0 and p[3] == 0  # masked out; cut by top-p
     gen = torch.Generator().manual_seed(0)
     n = 6000
     for draft in (0, 2, 3, 5):
-        counts = np.bincount([_verify_sample(logits, mask, sampling, gen, draft) for _ in range(n)], minlength=6)
+        counts = np.bincount([verify_token(logits, mask, sampling, gen, draft) for _ in range(n)], minlength=6)
         freq = counts / n
         bound = 5 * np.sqrt(p.numpy() * (1 - p.numpy()) / n) + 1e-9
         assert (np.abs(freq - p.numpy()) <= bound).all(), (draft, freq, p)
     # greedy: the masked argmax whatever the draft
-    assert _verify_sample(logits, mask, Sampling(), gen, 2) == 0
+    assert verify_token(logits, mask, Sampling(), gen, 2) == 0
 
 
 def test_ngram_lookup_prefers_long_matches_and_the_document():

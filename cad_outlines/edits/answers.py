@@ -50,7 +50,7 @@ def program_from_answer(answer: str, *, partial: bool = False) -> EditProgram:
 def resolve_text(answer: str, document: str, *, partial: bool = False) -> str:
     """The new document from a model's answer holding an edit program: the entry point
     for programs written by any model (e.g. a hosted API model prompted with
-    :func:`~cad_outlines.generators.copy_decode.build_prompt`). Raises
+    :func:`~cad_outlines.decoding.prompt.build_prompt`). Raises
     :class:`~.program.ProgramSyntaxError`, :class:`~.resolve.SpanError` or
     :class:`~.resolve.IncompleteProgramError` (unless `partial`; it carries the program and the
     text it resolves to) naming what is wrong; a non-str `answer` or `document` raises TypeError.

@@ -8,7 +8,7 @@ can read it and retry.
 
 `editor` is either a :class:`~.copy_decode.CopyEditor` (a local transformers model:
 Copy-as-Decode) or any callable ``prompt -> answer`` (e.g. a hosted API model): the
-handler then prompts it with :func:`~.copy_decode.build_prompt` and resolves the edit
+handler then prompts it with :func:`~cad_outlines.decoding.prompt.build_prompt` and resolves the edit
 program in its answer with :func:`~cad_outlines.edits.answers.resolve_text`.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..decoding.prompt import build_prompt
 from ..edits.answers import resolve_text
 from ..edits.lines import split_lines
-from .copy_decode import build_prompt
 
 __all__ = ["edit_tool"]
 

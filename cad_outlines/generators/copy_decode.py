@@ -22,7 +22,7 @@ Boundaries (the choices this module makes):
 
 Speculative gen bodies (``speculative=k`` > 0, off by default): inside a ``<gen>`` body,
 after a token is chosen, draft tokens are proposed by prompt lookup
-(:class:`NgramLookup`: the longest suffix n-gram, n <= 3, of the tokens written so far --
+(:class:`~.ngram.NgramLookup`: the longest suffix n-gram, n <= 3, of the tokens written so far --
 program, forced and copied tokens -- found first in the document's own tokens, then in
 the written tokens, leftmost occurrence with a continuation). The draft is cut after the
 token that closes the gen op and to the longest prefix the matcher accepts
@@ -48,34 +48,37 @@ time per forward kind.
 from __future__ import annotations
 
 import codecs
-import difflib
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ContextLengthError
-from ..edits.lines import number_lines, split_lines
-from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, Copy, EditProgram, Op, parse_program
+from ..decoding.encoding import TokenEncoder
+from ..decoding.kv import append, cache_len, crop_cache, new_cache
+from ..decoding.prompt import build_prompt
+from ..decoding.results import EditEvent, EditResult, EditStats, resolver_events
+from ..decoding.spans import SpanConstraint
+from ..edits.lines import split_lines
+from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, parse_program
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compile import compile_grammar
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
+from ..errors import ContextLengthError
 from ..grammars import grammar_path
-from .encoding import TokenEncoder
-from .kv import append, cache_len, crop_cache, new_cache
-from .spans import SpanConstraint
+from .ngram import NgramLookup
+from .sampling import Sampling, sample_token, verify_token
 
+# The Copy-as-Decode API (README): the loop's own names, and the types and helpers its callers pass and get
+# back, re-exported from where they live.
 __all__ = [
     "ContextLengthError",
     "CopyEditor",
     "EditEvent",
     "EditResult",
     "EditStats",
-    "NgramLookup",
     "Sampling",
     "apply_edit",
     "build_prompt",
@@ -83,228 +86,9 @@ __all__ = [
 
 GEN_CLOSE_BYTES = GEN_CLOSE.encode()
 
-DEFAULT_INSTRUCTIONS = (
-    "Rewrite the document below as the instruction asks. Answer with an edit program: "
-    '<copy lines="i-j"/> reuses lines i to j of the document verbatim, <gen>TEXT</gen> writes new text; '
-    "end with </program>."
-)
-
 
 class _ContextFull(Exception):
     """The next forward would pass the model's context (``max_position_embeddings``)."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Greedy when `temperature` is 0; else temperature and nucleus (top-p) sampling,
-    seeded."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        """Out-of-range values raise :class:`~cad_outlines.errors.ParameterError` (a ValueError) here,
-        not a torch error at the first sampled token."""
-        import math
-        from numbers import Integral, Real
-
-        from ..errors import ParameterError
-
-        t, p, seed = self.temperature, self.top_p, self.seed
-        if isinstance(t, bool) or not isinstance(t, Real) or not math.isfinite(t) or t < 0:
-            raise ParameterError(f"Sampling temperature must be a finite number >= 0 (0: greedy), not {t!r}")
-        if isinstance(p, bool) or not isinstance(p, Real) or not 0 < p <= 1:
-            raise ParameterError(f"Sampling top_p must be a number in (0, 1] (the probability mass kept), not {p!r}")
-        if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-            raise ParameterError(f"Sampling seed must be an int >= 0, not {seed!r}")
-
-
-@dataclass
-class EditStats:
-    forwards: dict[str, int] = field(
-        default_factory=lambda: {"prompt": 0, "decode": 0, "copy": 0, "fast_forward": 0, "verify": 0})
-    prompt_tokens: int = 0
-    generated_tokens: int = 0
-    copied_tokens: int = 0
-    fast_forwarded_tokens: int = 0
-    drafted_tokens: int = 0  # speculative: draft tokens put into verify forwards
-    accepted_tokens: int = 0  # speculative: draft tokens kept
-    wall_s: float = 0.0
-    prompt_s: float = 0.0  # from the start to the prompt forward's logits
-    mask_s: float = 0.0
-    model_s: float = 0.0
-    model_s_by_kind: dict[str, float] = field(default_factory=dict)  # model_s split by forward kind
-    tokenize_s: float = 0.0
-
-    @property
-    def total_forwards(self) -> int:
-        return sum(self.forwards.values())
-
-
-@dataclass
-class EditResult:
-    """The program the model wrote, the document it resolves to, and what it cost."""
-
-    document: str
-    program: EditProgram
-    program_text: str  # what the model wrote, with its leading <program> (parse_program reads it)
-    text: str  # the new document (resolved so far, if the program is incomplete)
-    complete: bool
-    stop_reason: str  # "end" (</program>), "max_new_tokens", "context_length"
-    stats: EditStats
-
-    def diff(self, context: int = 3) -> str:
-        """Unified diff from the document to the new text (line endings kept, ``\r\n``
-        included). For an incomplete program, only the document lines up to the last line
-        it copied are compared (the rest was not reached, not deleted), and a last line
-        says so."""
-        before, after = split_lines(self.document), split_lines(self.text)
-        note = ""
-        if not self.complete:
-            reached = max((op.end for op in self.program.ops if isinstance(op, Copy)), default=0)
-            if reached < len(before):
-                note = (f"(incomplete program: document lines {reached + 1}-{len(before)} were not reached "
-                        "and are not in this diff)\n")
-            before = before[:reached]
-        out = []
-        for line in difflib.unified_diff(before, after, "before", "after", n=context):
-            out.append(line)
-            if not line.endswith("\n"):
-                out.append("\n\\ No newline at end of file\n")
-        return "".join(out) + note
-
-
-@dataclass(frozen=True)
-class EditEvent:
-    """One streaming step. `kind` says which:
-
-    - ``"copy"``: a copy op completed: `op` is the :class:`Copy`, `text` the lines it copied;
-    - ``"gen_text"``: new text of the gen op being written, token by token (`op` is None:
-      the op is not finished);
-    - ``"gen"``: a gen op closed: `op` is the whole :class:`Gen` (its text came before);
-    - ``"end"``: the last event: `result` holds the :class:`EditResult`.
-    """
-
-    op: Op | None = None
-    text: str = ""
-    result: EditResult | None = None  # set on the last event
-    kind: str = ""
-
-
-def resolver_events(resolver: StreamingResolver, text: str) -> list[EditEvent]:
-    """Feed program text to `resolver` char by char (so a copy's text lands right after
-    its tag) and return the events it makes: ``copy`` (the op and its lines), ``gen`` (a
-    closed gen op), ``gen_text`` (new gen text)."""
-    events: list[EditEvent] = []
-    for ch in text:
-        before = len(resolver.ops)
-        piece = resolver.feed(ch)
-        new_ops = resolver.ops[before:]
-        for op in new_ops:
-            is_copy = isinstance(op, Copy)
-            events.append(EditEvent(op=op, text=piece if is_copy else "", kind="copy" if is_copy else "gen"))
-        if piece and not any(isinstance(op, Copy) for op in new_ops):
-            events.append(EditEvent(text=piece, kind="gen_text"))
-    return events
-
-
-def build_prompt(tokenizer, document: str, instruction: str) -> str:
-    """Instruction + the document with visible line numbers, through the chat template
-    when the tokenizer has one, ending with ``<program>``."""
-    body = f"{DEFAULT_INSTRUCTIONS}\n\nInstruction: {instruction}\n\nDocument:\n{number_lines(document)}"
-    template = getattr(tokenizer, "chat_template", None)
-    if template:
-        prefix = tokenizer.apply_chat_template([{"role": "user", "content": body}], tokenize=False,
-                                               add_generation_prompt=True)
-        return prefix + "<program>"
-    return body + "\n<program>"
-
-
-def _probs(logits, mask: np.ndarray, sampling: Sampling):
-    """The distribution tokens are drawn from: masked, temperature, top-p, normalized."""
-    import torch
-
-    keep = torch.from_numpy(mask[: logits.shape[-1]]).to(logits.device)
-    scores = logits[: keep.shape[0]].masked_fill(~keep, float("-inf"))
-    probs = torch.softmax(scores / sampling.temperature, dim=-1)
-    if sampling.top_p < 1.0:
-        sorted_p, order = torch.sort(probs, descending=True)
-        cut = torch.cumsum(sorted_p, 0) - sorted_p >= sampling.top_p
-        sorted_p[cut] = 0
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-    return probs / probs.sum()
-
-
-def _sample(logits, mask: np.ndarray, sampling: Sampling, generator) -> int:
-    import torch
-
-    if sampling.temperature <= 0:
-        keep = torch.from_numpy(mask[: logits.shape[-1]]).to(logits.device)
-        return int(torch.argmax(logits[: keep.shape[0]].masked_fill(~keep, float("-inf"))))
-    return int(torch.multinomial(_probs(logits, mask, sampling), 1, generator=generator))
-
-
-def verify_rule(probs, draft: int):
-    """Speculative sampling with a deterministic draft token: (probability of keeping
-    `draft`, distribution to draw from when it is rejected). Keeping with p(d) and else
-    drawing from p without d gives exactly p."""
-    accept = float(probs[draft]) if draft < probs.shape[-1] else 0.0
-    residual = probs.clone()
-    if draft < residual.shape[-1]:
-        residual[draft] = 0
-    total = float(residual.sum())
-    return accept, (residual / total if total > 0 else residual)
-
-
-def _verify_sample(logits, mask: np.ndarray, sampling: Sampling, generator, draft: int) -> int:
-    """The token at a drafted position: `draft` or what replaces it (see the module
-    docstring); greedy is the masked argmax whatever the draft."""
-    import torch
-
-    if sampling.temperature <= 0:
-        return _sample(logits, mask, sampling, generator)
-    accept, residual = verify_rule(_probs(logits, mask, sampling), draft)
-    if accept > 0 and float(torch.rand(1, generator=generator)) < accept:
-        return draft
-    return int(torch.multinomial(residual, 1, generator=generator))
-
-
-class NgramLookup:
-    """Prompt-lookup drafts: the longest suffix n-gram (n <= `max_n`) of the written
-    tokens, looked up in `source` (e.g. the document's tokens) and then in the written
-    tokens themselves; the leftmost occurrence with a continuation gives the draft (as
-    transformers' ``PromptLookupCandidateGenerator`` does over its input)."""
-
-    def __init__(self, source: list[int], max_n: int = 3):
-        self.max_n = max_n
-        self.source = list(source)
-        self.written: list[int] = []
-        self._index: list[dict[tuple[int, ...], int]] = [{}, {}]
-        for end in range(1, len(self.source) + 1):
-            self._add(0, self.source, end)
-
-    def _add(self, which: int, seq: list[int], end: int) -> None:
-        index = self._index[which]
-        for n in range(1, min(self.max_n, end) + 1):
-            index.setdefault(tuple(seq[end - n : end]), end - n)
-
-    def extend(self, tokens: list[int]) -> None:
-        for t in tokens:
-            self.written.append(t)
-            self._add(1, self.written, len(self.written))
-
-    def propose(self, limit: int) -> list[int]:
-        """Up to `limit` draft tokens continuing the written tokens (empty if no match)."""
-        if limit <= 0:
-            return []
-        for n in range(min(self.max_n, len(self.written)), 0, -1):
-            key = tuple(self.written[-n:])
-            for index, seq in zip(self._index, (self.source, self.written)):
-                start = index.get(key)
-                if start is not None and start + n < len(seq):
-                    return seq[start + n : start + n + limit]
-        return []
 
 
 class CopyEditor:
@@ -378,7 +162,7 @@ class CopyEditor:
     def _greedy(self, data: bytes) -> list[int]:
         return self._encoder.greedy(data)
 
-    # -- the loop --------------------------------------------------------------------------
+    # -- editing -----------------------------------------------------------------------------
     def stream(self, document: str, instruction: str, *, max_new_tokens: int = 512,
                sampling: Sampling = Sampling(), copy_mode: str = "prefill", monotonic: bool = False,
                prompt: str | None = None, script: str | None = None,
@@ -398,200 +182,15 @@ class CopyEditor:
         "context_length"`` where the next forward would pass the model's context
         (:attr:`max_positions`), and a prompt that leaves no room raises
         :class:`ContextLengthError` (a ValueError)."""
-        import torch
-
         if copy_mode not in ("prefill", "skip"):
             raise ValueError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
         if speculative < 0:
             raise ValueError(f"speculative must be >= 0, not {speculative}")
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
-        started = time.perf_counter()
-        limit = self.max_positions if stop_at_context else None
-        stats = EditStats()
-        lines = split_lines(document)
-        spans = SpanConstraint(len(lines), monotonic)
-        generator = torch.Generator().manual_seed(sampling.seed)
-        matcher = Matcher(self.grammar)
-        resolver = StreamingResolver(document)
-        utf8 = codecs.getincrementaldecoder("utf-8")()
-        program_chars: list[str] = []
-        program_bytes = bytearray()
-        script_bytes = script.encode("utf-8") if script is not None else b""
-        last_end = 0
-        lookup = None
-        if speculative:
-            t0 = time.perf_counter()
-            lookup = NgramLookup(self.encode(document))
-            stats.tokenize_s += time.perf_counter() - t0
-        # speculative state: draft tokens in the cache not yet decided, and the logits
-        # rows after each of them
-        draft: list[int] = []
-        rows: list = []
-        draft_len = max(1, speculative // 2)  # the current draft length (see the schedule above)
-        last_events: list[EditEvent] = []  # the events of the last fed tokens (see _ContextFull)
-
-        def timed_append(ids: list[int], kind: str, all_logits: bool = False):
-            if limit is not None and cache_len(cache) + len(ids) > limit:
-                raise _ContextFull
-            t0 = time.perf_counter()
-            chunk = self.prefill_chunk if kind == "copy" else None
-            out = append(self.model, cache, ids, all_logits=all_logits, chunk=chunk)
-            dt = time.perf_counter() - t0
-            stats.model_s += dt
-            stats.model_s_by_kind[kind] = stats.model_s_by_kind.get(kind, 0.0) + dt
-            stats.forwards[kind] += -(-len(ids) // chunk) if chunk else 1
-            return out
-
-        def drop_draft(rejected: bool = True) -> None:
-            nonlocal draft_len
-            if draft:
-                crop_cache(cache, cache_len(cache) - len(draft))
-                draft.clear()
-                if rejected:  # draft length schedule: shorter after a rejection
-                    draft_len = max(1, draft_len - 1)
-                rows.clear()
-
-        t0 = time.perf_counter()
-        prompt_ids = self.encode_prompt(prompt if prompt is not None else build_prompt(self.tokenizer, document,
-                                                                                       instruction))
-        stats.tokenize_s += time.perf_counter() - t0
-        stats.prompt_tokens = len(prompt_ids)
-        if limit is not None and len(prompt_ids) >= limit:
-            raise ContextLengthError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it leaves "
-                             f"no room in the model's context of {limit} positions")
-        cache = new_cache(self.model)
-        logits = timed_append(prompt_ids, "prompt")
-        stats.prompt_s = time.perf_counter() - started
-
-        def feed(ids: list[int]) -> tuple[list[EditEvent], list[int]]:
-            """Program text of `ids` into the resolver: events, and the tokens of any copy
-            that closed (to append after `ids` in the same forward)."""
-            nonlocal last_end, last_events
-            events, copy_ids = [], []
-            data = b"".join(self.vocab.token_bytes[t] for t in ids)
-            program_bytes.extend(data)
-            text = utf8.decode(data)
-            program_chars.append(text)
-            if lookup is not None:
-                lookup.extend(ids)
-            events = resolver_events(resolver, text)
-            for event in events:
-                if event.kind == "copy":
-                    last_end = event.op.end
-                    if copy_mode == "prefill" or lookup is not None:
-                        t1 = time.perf_counter()
-                        piece_ids = self.encode(event.text)
-                        stats.tokenize_s += time.perf_counter() - t1
-                        if lookup is not None:
-                            lookup.extend(piece_ids)
-                        if copy_mode == "prefill":
-                            copy_ids.extend(piece_ids)
-            last_events = events
-            return events, copy_ids
-
-        def make_draft() -> list[int]:
-            """Draft tokens to follow the token just fed: only inside a gen body, cut
-            after the token that closes it, and only as far as the grammar allows."""
-            pending = resolver.pending_text()
-            if lookup is None or not pending.startswith(GEN_OPEN):
-                return []
-            t1 = time.perf_counter()
-            room = draft_len if limit is None else min(draft_len, limit - cache_len(cache) - 1)
-            cand = lookup.propose(min(room, max_new_tokens - stats.generated_tokens))
-            body = bytearray(pending[len(GEN_OPEN):].encode("utf-8"))
-            for i, t in enumerate(cand):
-                body.extend(self.vocab.token_bytes[t])
-                if GEN_CLOSE_BYTES in body:
-                    cand = cand[: i + 1]
-                    break
-            cand = cand[: matcher.validate(cand)] if cand else cand
-            stats.mask_s += time.perf_counter() - t1
-            return cand
-
-        def script_next() -> int:
-            """The script's next token (as it continues the program bytes so far)."""
-            done = bytes(program_bytes)
-            if not script_bytes.startswith(done) or len(script_bytes) == len(done):
-                raise ValueError(f"the script diverged or ended early after {done[-40:]!r}")
-            return self._next_token(script_bytes, len(done))
-
-        stop = "end"
-        try:
-            while not resolver.done:
-                t1 = time.perf_counter()
-                mask = matcher.allowed_mask()
-                forced = matcher.forced_tokens(self.encode, mask=mask)
-                stats.mask_s += time.perf_counter() - t1
-                if forced:
-                    drop_draft()
-                    matcher.advance_many(forced)
-                    events, copy_ids = feed(forced)
-                    stats.fast_forwarded_tokens += len(forced)
-                    stats.copied_tokens += len(copy_ids)
-                    logits = timed_append(forced + copy_ids, "copy" if copy_ids else "fast_forward")
-                    yield from events
-                    continue
-                if stats.generated_tokens >= max_new_tokens:
-                    drop_draft()
-                    stop = "max_new_tokens"
-                    break
-                t1 = time.perf_counter()
-                pending = resolver.pending_text()
-                # inside (or maybe opening) a copy tag every token is checked; elsewhere only
-                # tokens that could open one
-                in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
-                candidates = None if in_tag else self._lt_tokens
-                mask = spans.filter(mask, pending, self._token_text, last_end, candidates)
-                stats.mask_s += time.perf_counter() - t1
-                if not mask.any():
-                    raise RuntimeError("no token is allowed: the grammar and the span constraint admit nothing here")
-                if script is not None:
-                    tok = script_next()
-                    if not mask[tok]:
-                        raise ValueError(f"the script is not a valid program here: "
-                                         f"{script_bytes[len(program_bytes):][:40]!r}")
-                elif draft:
-                    tok = _verify_sample(logits, mask, sampling, generator, draft[0])
-                else:
-                    tok = _sample(logits, mask, sampling, generator)
-                matcher.advance(tok)
-                stats.generated_tokens += 1
-                events, copy_ids = feed([tok])
-                stats.copied_tokens += len(copy_ids)
-                if draft and tok == draft[0]:  # a kept draft token: already in the cache
-                    stats.accepted_tokens += 1
-                    draft.pop(0)
-                    logits = rows.pop(0)
-                    if not draft:  # all kept: longer drafts
-                        draft_len = min(speculative, draft_len + 2)
-                    if copy_ids or resolver.done:  # the draft ends here
-                        drop_draft(rejected=False)
-                        if copy_ids:
-                            logits = timed_append(copy_ids, "copy")
-                    yield from events
-                    continue
-                drop_draft()
-                if not resolver.done:
-                    new_draft = [] if copy_ids else make_draft()
-                    if new_draft:
-                        out = timed_append([tok] + new_draft, "verify", all_logits=True)
-                        logits, rows[:] = out[0], list(out[1:])
-                        draft[:] = new_draft
-                        stats.drafted_tokens += len(new_draft)
-                    else:
-                        logits = timed_append([tok] + copy_ids, "copy" if copy_ids else "decode")
-                yield from events
-        except _ContextFull:  # the next forward would pass the model's context
-            stop = "end" if resolver.done else "context_length"
-            yield from last_events  # what the last token completed (its forward did not fit)
-        drop_draft()
-        program = resolver.close(partial=True)
-        text = resolve(program, document, partial=True)
-        stats.wall_s = time.perf_counter() - started
-        result = EditResult(document, program, PROGRAM_START + "".join(program_chars), text, program.complete, stop,
-                            stats)
-        yield EditEvent(result=result, kind="end")
+        run = _EditRun(self, document, max_new_tokens=max_new_tokens, sampling=sampling, copy_mode=copy_mode,
+                       monotonic=monotonic, script=script, speculative=speculative, stop_at_context=stop_at_context)
+        yield from run.events(prompt if prompt is not None else build_prompt(self.tokenizer, document, instruction))
 
     def _next_token(self, data: bytes, pos: int) -> int:
         """The first token of `data[pos:]` as this editor encodes text."""
@@ -616,6 +215,248 @@ class CopyEditor:
         for event in self.stream(document, instruction, **kwargs):
             result = event.result or result
         return result
+
+
+class _EditRun:
+    """One run of :meth:`CopyEditor.stream`: its state (KV cache, matcher, resolver, speculative draft,
+    stats) and the named steps of the loop. :meth:`events` is the loop."""
+
+    def __init__(self, editor: CopyEditor, document: str, *, max_new_tokens: int, sampling: Sampling,
+                 copy_mode: str, monotonic: bool, script: str | None, speculative: int,
+                 stop_at_context: bool) -> None:
+        import torch
+
+        self.started = time.perf_counter()
+        self.editor, self.document = editor, document
+        self.max_new_tokens, self.sampling, self.copy_mode = max_new_tokens, sampling, copy_mode
+        self.script, self.speculative = script, speculative
+        self.limit = editor.max_positions if stop_at_context else None
+        self.stats = EditStats()
+        self.spans = SpanConstraint(len(split_lines(document)), monotonic)
+        self.generator = torch.Generator().manual_seed(sampling.seed)
+        self.matcher = Matcher(editor.grammar)
+        self.resolver = StreamingResolver(document)
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+        self.program_chars: list[str] = []
+        self.program_bytes = bytearray()
+        self.script_bytes = script.encode("utf-8") if script is not None else b""
+        self.last_end = 0  # the end line of the last copy (for monotonic spans)
+        self.lookup: NgramLookup | None = None
+        if speculative:
+            t0 = time.perf_counter()
+            self.lookup = NgramLookup(editor.encode(document))
+            self.stats.tokenize_s += time.perf_counter() - t0
+        # speculative state: draft tokens in the cache not yet decided, and the logits rows after each of them
+        self.draft: list[int] = []
+        self.rows: list = []
+        self.draft_len = max(1, speculative // 2)  # the current draft length (see the module docstring)
+        self.last_events: list[EditEvent] = []  # the events of the last fed tokens (see _ContextFull)
+        self.cache = None
+        self.logits = None  # the logits after the last token in the cache (or the first undecided draft token)
+
+    # -- the loop --------------------------------------------------------------------------
+    def events(self, prompt: str) -> Iterator[EditEvent]:
+        """Prefill `prompt`, then decode until ``</program>``, `max_new_tokens` or the model's context; the
+        last event carries the result."""
+        self.prefill_prompt(prompt)
+        stop = "end"
+        try:
+            while not self.resolver.done:
+                mask, forced = self.grammar_mask()
+                if forced:
+                    yield from self.fast_forward(forced)
+                    continue
+                if self.stats.generated_tokens >= self.max_new_tokens:
+                    self.drop_draft()
+                    stop = "max_new_tokens"
+                    break
+                tok = self.choose(self.span_mask(mask))
+                yield from self.take(tok)
+        except _ContextFull:  # the next forward would pass the model's context
+            stop = "end" if self.resolver.done else "context_length"
+            yield from self.last_events  # what the last token completed (its forward did not fit)
+        yield self.finish(stop)
+
+    def prefill_prompt(self, prompt: str) -> None:
+        """The prompt's tokens into a new cache in one forward (a prompt that leaves no room in the
+        model's context raises :class:`ContextLengthError`)."""
+        t0 = time.perf_counter()
+        prompt_ids = self.editor.encode_prompt(prompt)
+        self.stats.tokenize_s += time.perf_counter() - t0
+        self.stats.prompt_tokens = len(prompt_ids)
+        if self.limit is not None and len(prompt_ids) >= self.limit:
+            raise ContextLengthError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it "
+                                     f"leaves no room in the model's context of {self.limit} positions")
+        self.cache = new_cache(self.editor.model)
+        self.logits = self.forward(prompt_ids, "prompt")
+        self.stats.prompt_s = time.perf_counter() - self.started
+
+    def grammar_mask(self) -> tuple[np.ndarray, list[int]]:
+        """The tokens the grammar allows next, and the run of tokens it forces from here (may be empty)."""
+        t0 = time.perf_counter()
+        mask = self.matcher.allowed_mask()
+        forced = self.matcher.forced_tokens(self.editor.encode, mask=mask)
+        self.stats.mask_s += time.perf_counter() - t0
+        return mask, forced
+
+    def fast_forward(self, forced: list[int]) -> list[EditEvent]:
+        """Forced tokens (and the lines of a copy they close) into the cache in one forward."""
+        self.drop_draft()
+        self.matcher.advance_many(forced)
+        events, copy_ids = self.feed(forced)
+        self.stats.fast_forwarded_tokens += len(forced)
+        self.stats.copied_tokens += len(copy_ids)
+        self.logits = self.forward(forced + copy_ids, "copy" if copy_ids else "fast_forward")
+        return events
+
+    def span_mask(self, mask: np.ndarray) -> np.ndarray:
+        """`mask` without the tokens that would name a line outside the document (or, monotonic, before
+        the last copy); a RuntimeError if nothing is left."""
+        t0 = time.perf_counter()
+        pending = self.resolver.pending_text()
+        # inside (or maybe opening) a copy tag every token is checked; elsewhere only tokens that could open one
+        in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
+        candidates = None if in_tag else self.editor._lt_tokens
+        mask = self.spans.filter(mask, pending, self.editor._token_text, self.last_end, candidates)
+        self.stats.mask_s += time.perf_counter() - t0
+        if not mask.any():
+            raise RuntimeError("no token is allowed: the grammar and the span constraint admit nothing here")
+        return mask
+
+    def choose(self, mask: np.ndarray) -> int:
+        """The next token under `mask`: the script's, the decision on the first draft token, or a sample."""
+        if self.script is not None:
+            tok = self.script_next()
+            if not mask[tok]:
+                raise ValueError(f"the script is not a valid program here: "
+                                 f"{self.script_bytes[len(self.program_bytes):][:40]!r}")
+            return tok
+        if self.draft:
+            return verify_token(self.logits, mask, self.sampling, self.generator, self.draft[0])
+        return sample_token(self.logits, mask, self.sampling, self.generator)
+
+    def take(self, tok: int) -> list[EditEvent]:
+        """A chosen token into the program; into the cache unless it is the draft token already there."""
+        self.matcher.advance(tok)
+        self.stats.generated_tokens += 1
+        events, copy_ids = self.feed([tok])
+        self.stats.copied_tokens += len(copy_ids)
+        if self.draft and tok == self.draft[0]:
+            self.keep_draft_token(copy_ids)
+        else:
+            self.drop_draft()
+            if not self.resolver.done:
+                self.forward_token(tok, copy_ids)
+        return events
+
+    def keep_draft_token(self, copy_ids: list[int]) -> None:
+        """The first draft token was chosen: it is already in the cache, its logits row is next."""
+        self.stats.accepted_tokens += 1
+        self.draft.pop(0)
+        self.logits = self.rows.pop(0)
+        if not self.draft:  # all kept: longer drafts
+            self.draft_len = min(self.speculative, self.draft_len + 2)
+        if copy_ids or self.resolver.done:  # the draft ends here
+            self.drop_draft(rejected=False)
+            if copy_ids:
+                self.logits = self.forward(copy_ids, "copy")
+
+    def forward_token(self, tok: int, copy_ids: list[int]) -> None:
+        """`tok` into the cache: with a new draft after it (one verify forward), or with the lines of the
+        copy it closed, or alone."""
+        new_draft = [] if copy_ids else self.make_draft()
+        if new_draft:
+            out = self.forward([tok] + new_draft, "verify", all_logits=True)
+            self.logits, self.rows[:] = out[0], list(out[1:])
+            self.draft[:] = new_draft
+            self.stats.drafted_tokens += len(new_draft)
+        else:
+            self.logits = self.forward([tok] + copy_ids, "copy" if copy_ids else "decode")
+
+    def finish(self, stop: str) -> EditEvent:
+        """The last event: the program so far, the document it resolves to, and the costs."""
+        self.drop_draft()
+        program = self.resolver.close(partial=True)
+        text = resolve(program, self.document, partial=True)
+        self.stats.wall_s = time.perf_counter() - self.started
+        result = EditResult(self.document, program, PROGRAM_START + "".join(self.program_chars), text,
+                            program.complete, stop, self.stats)
+        return EditEvent(result=result, kind="end")
+
+    # -- the steps' parts ------------------------------------------------------------------
+    def forward(self, ids: list[int], kind: str, all_logits: bool = False):
+        """`ids` into the cache (a copy in chunks of `prefill_chunk`), timed and counted under `kind`;
+        :class:`_ContextFull` where they would pass the model's context."""
+        if self.limit is not None and cache_len(self.cache) + len(ids) > self.limit:
+            raise _ContextFull
+        t0 = time.perf_counter()
+        chunk = self.editor.prefill_chunk if kind == "copy" else None
+        out = append(self.editor.model, self.cache, ids, all_logits=all_logits, chunk=chunk)
+        dt = time.perf_counter() - t0
+        self.stats.model_s += dt
+        self.stats.model_s_by_kind[kind] = self.stats.model_s_by_kind.get(kind, 0.0) + dt
+        self.stats.forwards[kind] += -(-len(ids) // chunk) if chunk else 1
+        return out
+
+    def drop_draft(self, rejected: bool = True) -> None:
+        """Crop the undecided draft tokens from the cache (after a rejection: shorter drafts)."""
+        if self.draft:
+            crop_cache(self.cache, cache_len(self.cache) - len(self.draft))
+            self.draft.clear()
+            if rejected:  # draft length schedule: shorter after a rejection
+                self.draft_len = max(1, self.draft_len - 1)
+            self.rows.clear()
+
+    def feed(self, ids: list[int]) -> tuple[list[EditEvent], list[int]]:
+        """Program text of `ids` into the resolver: events, and the tokens of any copy that closed (to
+        append after `ids` in the same forward)."""
+        copy_ids: list[int] = []
+        data = b"".join(self.editor.vocab.token_bytes[t] for t in ids)
+        self.program_bytes.extend(data)
+        text = self.utf8.decode(data)
+        self.program_chars.append(text)
+        if self.lookup is not None:
+            self.lookup.extend(ids)
+        events = resolver_events(self.resolver, text)
+        for event in events:
+            if event.kind == "copy":
+                self.last_end = event.op.end
+                if self.copy_mode == "prefill" or self.lookup is not None:
+                    t0 = time.perf_counter()
+                    piece_ids = self.editor.encode(event.text)
+                    self.stats.tokenize_s += time.perf_counter() - t0
+                    if self.lookup is not None:
+                        self.lookup.extend(piece_ids)
+                    if self.copy_mode == "prefill":
+                        copy_ids.extend(piece_ids)
+        self.last_events = events
+        return events, copy_ids
+
+    def make_draft(self) -> list[int]:
+        """Draft tokens to follow the token just fed: only inside a gen body, cut after the token that
+        closes it, and only as far as the grammar allows."""
+        pending = self.resolver.pending_text()
+        if self.lookup is None or not pending.startswith(GEN_OPEN):
+            return []
+        t0 = time.perf_counter()
+        room = self.draft_len if self.limit is None else min(self.draft_len, self.limit - cache_len(self.cache) - 1)
+        cand = self.lookup.propose(min(room, self.max_new_tokens - self.stats.generated_tokens))
+        body = bytearray(pending[len(GEN_OPEN):].encode("utf-8"))
+        for i, t in enumerate(cand):
+            body.extend(self.editor.vocab.token_bytes[t])
+            if GEN_CLOSE_BYTES in body:
+                cand = cand[: i + 1]
+                break
+        cand = cand[: self.matcher.validate(cand)] if cand else cand
+        self.stats.mask_s += time.perf_counter() - t0
+        return cand
+
+    def script_next(self) -> int:
+        """The script's next token (as it continues the program bytes so far)."""
+        done = bytes(self.program_bytes)
+        if not self.script_bytes.startswith(done) or len(self.script_bytes) == len(done):
+            raise ValueError(f"the script diverged or ended early after {done[-40:]!r}")
+        return self.editor._next_token(self.script_bytes, len(done))
 
 
 def apply_edit(model, tokenizer, document: str, instruction: str, **kwargs) -> EditResult:

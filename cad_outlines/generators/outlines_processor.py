@@ -17,7 +17,7 @@ from ..engine.compile import compile_grammar
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
 from ..engine.vocabulary import Vocabulary
-from .logits import apply_token_bitmask_inplace
+from ..decoding.logits import apply_token_bitmask_inplace
 
 __all__ = ["CFGLogitsProcessor", "cfg_generator", "vocabulary_for_outlines_model"]
 

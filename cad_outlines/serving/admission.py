@@ -12,6 +12,7 @@ unbounded work or index out of range.
 from __future__ import annotations
 
 from ..errors import RequestError, ResourceLimitError
+from ..limits import env_name
 from .limits import ServerLimits, server_limits
 from .request import ConstraintRequest
 
@@ -50,7 +51,7 @@ class AdmissionError(RequestError, ResourceLimitError):
 
     def __init__(self, key: str, limit: str, value, maximum):
         ResourceLimitError.__init__(self, limit, value, maximum, what=key,
-                                    how=f"the server operator sets it with CAD_OUTLINES_{limit.upper()}")
+                                    how=f"the server operator sets it with {env_name(limit)}")
 
 
 def admit(extra: dict | None, *, vocab_size: int | None = None,

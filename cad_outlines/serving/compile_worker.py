@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from ..errors import RequestError
+from ..limits import env_name
 from .limits import ServerLimits
 
 __all__ = ["CompileRefused", "compile_into_cache", "main", "run_compile_worker"]
@@ -101,7 +102,8 @@ def run_compile_worker(job: dict, limits: ServerLimits) -> None:
     :class:`~cad_outlines.errors.RequestError`, HTTP 400) with the grammar's refusal or the
     limit it ran past, whose message names the limit and its environment variable."""
     root = str(Path(__file__).resolve().parents[2])  # where this cad_outlines is imported from
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, **limits.env(),  # the worker's server_limits(): these, its compile limits included
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     args = [sys.executable, "-c", _BOOTSTRAP, str(int(limits.compile_memory_bytes)), str(int(limits.compile_cpu_s)),
             str(int(limits.max_store_bytes))]
     t0 = time.monotonic()
@@ -133,7 +135,7 @@ def run_compile_worker(job: dict, limits: ServerLimits) -> None:
         limit, what = _limit_of(proc.returncode, wall)
     raise CompileRefused(f"grammar compile refused: the worker {what} after {time.monotonic() - t0:.1f} s "
                          f"({limit} = {getattr(limits, limit)}; the server operator sets it with "
-                         f"CAD_OUTLINES_{limit.upper()})", limit, detail=(err or "").strip()[-2000:])
+                         f"{env_name(limit)})", limit, detail=(err or "").strip()[-2000:])
 
 
 if __name__ == "__main__":

@@ -27,20 +27,19 @@ import asyncio
 import json
 import logging
 import math
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from ..decoding.results import EditEvent
 from ..edits.program import Copy, Gen
 from ..errors import RequestError
-from ..generators.copy_decode import EditEvent
+from .limits import server_limits
 
 __all__ = ["EDIT_ROUTE", "EditEndpointPlugin", "EditJob", "EditService", "edit_router", "parse_edit_body"]
 
 log = logging.getLogger("cad_outlines.serving")
 
 EDIT_ROUTE = "/v1/cad/edits"
-MAX_BODY_BYTES = int(os.environ.get("CAD_OUTLINES_EDIT_MAX_BODY_BYTES", str(4 * 2**20)))
 DEFAULT_MAX_TOKENS = 1024
 FIELDS = ("document", "instruction", "model", "max_tokens", "temperature", "top_p", "seed")
 
@@ -91,8 +90,9 @@ def _integer(body: dict, key: str, lo: int, hi: int) -> int | None:
 def parse_edit_body(raw: bytes, *, served_models: tuple[str, ...] = ()) -> EditJob:
     """Validate a ``/v1/cad/edits`` body (bytes as received). Raises :class:`EditRequestError`
     with one line naming what is wrong."""
-    if len(raw) > MAX_BODY_BYTES:
-        raise EditRequestError(f"the body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}", 413)
+    cap = server_limits().max_edit_body_bytes
+    if len(raw) > cap:
+        raise EditRequestError(f"the body is {len(raw)} bytes; the limit is {cap}", 413)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -201,14 +201,15 @@ def _error(message: str, status: int):
 
 async def _read_body(request) -> bytes:
     """The body, refused (413) as soon as it passes the limit (declared or read)."""
+    cap = server_limits().max_edit_body_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise EditRequestError(f"the body is {declared} bytes; the limit is {MAX_BODY_BYTES}", 413)
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise EditRequestError(f"the body is {declared} bytes; the limit is {cap}", 413)
     data = bytearray()
     async for chunk in request.stream():
         data += chunk
-        if len(data) > MAX_BODY_BYTES:
-            raise EditRequestError(f"the body is over the limit of {MAX_BODY_BYTES} bytes", 413)
+        if len(data) > cap:
+            raise EditRequestError(f"the body is over the limit of {cap} bytes", 413)
     return bytes(data)
 
 
@@ -249,6 +250,7 @@ class EditEndpointPlugin:
     required_tasks = ("generate",)
 
     def attach_router(self, app) -> None:
+        server_limits()  # read now: a bad or misspelled CAD_OUTLINES_ variable stops the server at start
         app.include_router(edit_router())
 
     async def init_state(self, engine_client, state, args) -> None:

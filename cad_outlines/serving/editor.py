@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
+from ..decoding.encoding import TokenEncoder
+from ..decoding.results import EditEvent, EditResult
 from ..engine.compile import compile_grammar
 from ..engine.vocabulary import Vocabulary
-from ..generators.copy_decode import EditEvent, EditResult
-from ..generators.encoding import TokenEncoder
 from ..grammars import grammar_path
 from .async_backend import AsyncLLMBackend
 from .backends import EngineBackend, HTTPBackend

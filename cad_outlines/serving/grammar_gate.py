@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..engine.compile import cache_dir
 from ..errors import ResourceLimitError
+from ..limits import env_name
 from .admission import note_vocab_size
 from .compile_worker import CompileRefused, run_compile_worker
 from .grammar_library import GrammarLibrary, grammar_source_of, known_check, refuse_file_imports, remember_check
@@ -224,7 +225,7 @@ class GrammarGate:
                 if self._pending >= limit:
                     return _failed(ResourceLimitError(
                         "max_pending_compiles", self._pending + 1, limit, what="grammar compiles running or waiting",
-                        how="try again later; the server operator sets it with CAD_OUTLINES_MAX_PENDING_COMPILES"))
+                        how="try again later; the server operator sets it with " + env_name("max_pending_compiles")))
                 self._pending += 1
                 fut = self._futures[key] = _THREADS.submit(self._prepare, spec, key)
                 fut.add_done_callback(self._done)

@@ -25,7 +25,8 @@ from ..engine.store.lexer import lexer_spec_from_lark
 from ..engine.vocabulary import Vocabulary
 from ..errors import GrammarError, ResourceLimitError
 from ..grammars import available_grammars, grammar_path
-from ..limits import Limits, enforcing
+from ..limits import enforcing
+from .limits import server_limits
 from .request import GrammarSpec, RequestError
 
 __all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
@@ -119,7 +120,7 @@ def check_grammar(spec: GrammarSpec) -> None:
 def _check_loads(source, start) -> None:
     """What a compile checks before any vocabulary work: lark reads the grammar, every
     terminal compiles, the language is not empty, the LALR tables have no conflict."""
-    with enforcing(Limits.from_env()):  # the library's limits (CAD_OUTLINES_MAX_*), as in the compile
+    with enforcing(server_limits().compile):  # the library's limits (CAD_OUTLINES_MAX_*), as in the compile
         lk = load_rules(source, start=start)
         spec = lexer_spec_from_lark(lk)
         check_language(lk, spec, lk.options.start[0])
@@ -223,7 +224,7 @@ class GrammarLibrary:
                     refuse_file_imports(spec)
                     got = compile_grammar(source, self.vocab, start=start, cache=self.cache, progress=False,
                                           lazy=not (eager or self._eager_on_disk(spec)),
-                                          limits=Limits.from_env())  # CAD_OUTLINES_MAX_*: the library's limits
+                                          limits=server_limits().compile)  # CAD_OUTLINES_MAX_*
                 except MemoryError:
                     raise
                 except Exception as e:

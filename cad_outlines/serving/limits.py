@@ -1,10 +1,14 @@
 """The server's limits: what one request may ask and what one grammar compile may cost.
 
 Every limit has a default and an environment variable (``CAD_OUTLINES_`` + the field name in
-upper case, e.g. ``CAD_OUTLINES_COMPILE_TIMEOUT_S=30``), read when the server's middleware,
-gate or logits processor first asks for them (:func:`server_limits`). docs/serving.md
-("Limits and security") lists them. A value that is not a positive number is refused at
-start with a :class:`~cad_outlines.errors.ServingError` naming the variable.
+upper case, e.g. ``CAD_OUTLINES_COMPILE_TIMEOUT_S=30``: the package's one scheme,
+:func:`cad_outlines.limits.read_env`), read when the server's middleware, gate or logits processor
+first asks for them (:func:`server_limits`). :class:`ServerLimits` embeds the library's
+:class:`~cad_outlines.limits.Limits` (``compile``: what a grammar compile may cost inside the
+compiler, ``CAD_OUTLINES_MAX_GRAMMAR_BYTES``...), so one object and one environment describe a
+server. docs/serving.md ("Limits and security") lists them all. A value that is not a positive
+number, or a ``CAD_OUTLINES_MAX_*`` name that is no limit, is refused at start with a
+:class:`~cad_outlines.errors.SettingError` naming the variable.
 
 Request limits are checked at admission (:mod:`.admission`) and again, as a second line, by
 the logits processor (a bad request there is masked to EOS, never raised inside the step).
@@ -15,16 +19,14 @@ address space, CPU seconds, file size) and by the gate (wall time: the worker is
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
-from ..errors import ServingError
+from ..limits import DEFAULT_LIMITS, ENV_PREFIX, Limits, check_env_names, env_names, env_values, read_env
 
 __all__ = ["ENV_PREFIX", "ServerLimits", "server_limits", "serving_logger", "set_server_limits"]
 
-ENV_PREFIX = "CAD_OUTLINES_"
 MiB = 2**20
 
 
@@ -34,6 +36,7 @@ class ServerLimits:
 
     # -- requests ---------------------------------------------------------------------------------
     max_body_bytes: int = 32 * MiB  # an HTTP request body (413 above it)
+    max_edit_body_bytes: int = 4 * MiB  # a POST /v1/cad/edits body (413 above it)
     max_ids: int = 32768  # cad_program_ids and cad_script_ids, each (replayed in the engine step)
     max_grammar_text_bytes: int = 256 * 1024  # cad_grammar_text (UTF-8)
     max_string_chars: int = 256  # cad_start, cad_session, cad_tag, cad_grammar
@@ -50,32 +53,24 @@ class ServerLimits:
     # -- what stays around --------------------------------------------------------------------------
     cache_max_bytes: int = 4096 * MiB  # the on-disk grammar cache, least recently used files out
     max_loaded_grammars: int = 32  # grammars held in memory per process, least recently used out
+    # -- inside the compiler (the library's limits, CAD_OUTLINES_MAX_GRAMMAR_BYTES...) ------------------
+    compile: Limits = DEFAULT_LIMITS
 
     @classmethod
     def from_env(cls, environ: dict | None = None) -> ServerLimits:
-        """Defaults, overridden by ``CAD_OUTLINES_<FIELD>`` variables."""
+        """Defaults, overridden by ``CAD_OUTLINES_<FIELD>`` variables (the embedded compile limits'
+        too); a bad value or an unknown ``CAD_OUTLINES_MAX_*`` name raises
+        :class:`~cad_outlines.errors.SettingError` naming the variable."""
         environ = os.environ if environ is None else environ
-        values = {}
-        for f in fields(cls):
-            name = ENV_PREFIX + f.name.upper()
-            raw = environ.get(name)
-            if raw is None or raw.strip() == "":
-                continue
-            kind = float if f.type in ("float", float) else int
-            try:
-                value = kind(float(raw)) if kind is int and float(raw).is_integer() else kind(raw)
-            except ValueError:
-                raise ServingError(f"{name}={raw!r} is not a number") from None
-            if not (math.isfinite(value) and value > 0):
-                raise ServingError(f"{name}={raw!r} must be a positive finite number")
-            values[f.name] = value
-        return cls(**values)
+        check_env_names(environ, env_names(cls))
+        return read_env(cls, environ)
 
     def env(self) -> dict[str, str]:
-        """These limits as environment variables (for a child process)."""
-        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)}
+        """These limits as environment variables (for a child process: :meth:`from_env` reads them back)."""
+        return env_values(self)
 
     def replace(self, **changes) -> ServerLimits:
+        """A copy with some limits changed."""
         return replace(self, **changes)
 
 

@@ -26,14 +26,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..errors import ServingError
+from ..decoding.encoding import TokenEncoder
+from ..decoding.prompt import build_prompt
+from ..decoding.results import EditEvent, EditResult, EditStats, resolver_events
 from ..edits.lines import split_lines
 from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
-from ..generators.copy_decode import EditEvent, EditResult, EditStats, build_prompt, resolver_events
-from ..generators.encoding import TokenEncoder
+from ..errors import ServingError
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
 __all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats",

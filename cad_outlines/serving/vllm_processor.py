@@ -38,8 +38,8 @@ from pathlib import Path
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
+from ..decoding.encoding import TokenEncoder
 from ..engine.compile import cache_dir
-from ..generators.encoding import TokenEncoder
 from .admission import admission_vocab_size, admit, gate_required
 from .constraint_state import SequenceConstraint, SessionStore, TokenTables, batch_masks
 from .grammar_gate import compile_in_worker

@@ -17,6 +17,7 @@ struct BitRows {
     std::vector<uint64_t> bits;
     BitRows(size_t rows, size_t nbits) : w((nbits + 63) / 64), bits(rows * w, 0) {}
     uint64_t* row(size_t i) { return bits.data() + i * w; }
+    const uint64_t* row(size_t i) const { return bits.data() + i * w; }
     void set(size_t i, size_t b) { row(i)[b >> 6] |= uint64_t(1) << (b & 63); }
     void unite(size_t dst, size_t src) {
         uint64_t *d = row(dst), *s = row(src);
@@ -107,299 +108,395 @@ void check_input(const LalrGrammar& g) {
     }
 }
 
-}  // namespace
+// The augmented grammar: rule nR is `$root -> start`; symbol END (= n_symbols) is $END, ROOT is $root.
+struct Augmented {
+    int32_t nR = 0, END = 0, ROOT = 0, nS = 0, nRules = 0, start = 0;
+    std::vector<int32_t> org, off, rhs;
+    std::vector<uint8_t> term;                // per symbol, $END and $root included
+    std::vector<int32_t> by_org_off, by_org;  // the rules of each nonterminal, CSR
+    int32_t len(int32_t r) const { return off[r + 1] - off[r]; }
+    bool has_rules(int32_t A) const { return by_org_off[A + 1] > by_org_off[A]; }
+};
 
-LalrTables build_lalr(const LalrGrammar& g) {
-    check_input(g);
-    LalrTables out;
-    const int32_t nR = g.n_rules, END = g.n_symbols, ROOT = g.n_symbols + 1, nS = g.n_symbols + 2;
-    out.end_term = END;
+Augmented augment(const LalrGrammar& g) {
+    Augmented a;
+    a.nR = g.n_rules, a.END = g.n_symbols, a.ROOT = g.n_symbols + 1, a.nS = g.n_symbols + 2, a.start = g.start;
+    a.org.assign(g.origin, g.origin + a.nR);
+    a.off.assign(g.rhs_off, g.rhs_off + a.nR + 1);
+    a.rhs.assign(g.rhs, g.rhs + g.rhs_off[a.nR]);
+    a.org.push_back(a.ROOT);
+    a.rhs.push_back(g.start);
+    a.off.push_back(int32_t(a.rhs.size()));
+    a.term.assign(g.is_term, g.is_term + g.n_symbols);
+    a.term.push_back(1);  // $END
+    a.term.push_back(0);  // $root
+    a.nRules = a.nR + 1;
+    std::vector<std::pair<int32_t, int32_t>> pairs;
+    for (int32_t r = 0; r < a.nRules; ++r) pairs.push_back({a.org[r], r});
+    to_csr(a.nS, pairs, a.by_org_off, a.by_org);
+    return a;
+}
 
-    // the augmented grammar: rule nR is `$root -> start`
-    std::vector<int32_t> org(g.origin, g.origin + nR), off(g.rhs_off, g.rhs_off + nR + 1);
-    std::vector<int32_t> rhs(g.rhs, g.rhs + g.rhs_off[nR]);
-    org.push_back(ROOT);
-    rhs.push_back(g.start);
-    off.push_back(int32_t(rhs.size()));
-    std::vector<uint8_t> term(g.is_term, g.is_term + g.n_symbols);
-    term.push_back(1);  // $END
-    term.push_back(0);  // $root
-    const int32_t nRules = nR + 1;
-    auto len = [&](int32_t r) { return off[r + 1] - off[r]; };
-
-    // grammar errors (lark's GrammarAnalyzer): rules given twice, nonterminals without rules
-    {
-        std::vector<int32_t> order(static_cast<size_t>(nR));
-        for (int32_t r = 0; r < nR; ++r) order[r] = r;
-        auto key_less = [&](int32_t a, int32_t b) {
-            if (org[a] != org[b]) return org[a] < org[b];
-            if (len(a) != len(b)) return len(a) < len(b);
-            return std::lexicographical_compare(rhs.begin() + off[a], rhs.begin() + off[a + 1], rhs.begin() + off[b],
-                                                rhs.begin() + off[b + 1]);
-        };
-        std::stable_sort(order.begin(), order.end(), key_less);
-        std::vector<std::pair<int32_t, int32_t>> dup;  // (rule, the first rule equal to it)
-        for (size_t i = 1, first = 0; i < order.size(); ++i) {
-            if (key_less(order[i - 1], order[i])) first = i;
-            else dup.push_back({order[i], order[first]});
-        }
-        std::sort(dup.begin(), dup.end());
-        for (auto& [r, first] : dup) out.duplicates.insert(out.duplicates.end(), {first, r});
-    }
-    std::vector<int32_t> by_org_off(size_t(nS) + 1, 0), by_org(static_cast<size_t>(nRules));
-    {
-        std::vector<std::pair<int32_t, int32_t>> pairs;
-        for (int32_t r = 0; r < nRules; ++r) pairs.push_back({org[r], r});
-        to_csr(nS, pairs, by_org_off, by_org);
-    }
-    auto has_rules = [&](int32_t A) { return by_org_off[A + 1] > by_org_off[A]; };
-    for (int32_t r = 0; r < nRules; ++r)
-        for (int32_t i = off[r]; i < off[r + 1]; ++i)
-            if (!term[rhs[i]] && !has_rules(rhs[i]))
-                out.undefined.insert(out.undefined.end(), {r == nR ? -1 : r, rhs[i]});
-    if (!out.duplicates.empty() || !out.undefined.empty()) return out;
-
-    // items: rule r at dot d is ibase[r] + d
-    std::vector<int32_t> ibase(size_t(nRules) + 1);
-    for (int32_t r = 0; r <= nRules; ++r) ibase[r] = off[r] + r;
-    const int32_t n_items = ibase[nRules];
-    std::vector<int32_t> item_rule(static_cast<size_t>(n_items)), item_next(static_cast<size_t>(n_items));
-    for (int32_t r = 0; r < nRules; ++r)
-        for (int32_t d = 0; d <= len(r); ++d) {
-            item_rule[ibase[r] + d] = r;
-            item_next[ibase[r] + d] = d < len(r) ? rhs[off[r] + d] : -1;
-        }
-
-    // NULLABLE (over the grammar's rules; $root is never nullable, as lark's `$root -> start $END`)
-    std::vector<uint8_t> nullable(size_t(nS), 0);
-    {
-        std::vector<int32_t> remaining(static_cast<size_t>(nR)), work;
-        std::vector<std::pair<int32_t, int32_t>> uses;  // (nonterminal, rule using it), per occurrence
-        for (int32_t r = 0; r < nR; ++r) {
-            remaining[r] = len(r);
-            for (int32_t i = off[r]; i < off[r + 1]; ++i)
-                if (!term[rhs[i]]) uses.push_back({rhs[i], r});
-        }
-        std::vector<int32_t> use_off, use_rule;
-        to_csr(nS, uses, use_off, use_rule);
-        auto found = [&](int32_t A) {
-            if (!nullable[A]) nullable[A] = 1, work.push_back(A);
-        };
-        for (int32_t r = 0; r < nR; ++r)
-            if (remaining[r] == 0) found(org[r]);
-        while (!work.empty()) {
-            const int32_t A = work.back();
-            work.pop_back();
-            for (int32_t u = use_off[A]; u < use_off[A + 1]; ++u)
-                if (--remaining[use_rule[u]] == 0) found(org[use_rule[u]]);
-        }
-    }
-    std::vector<uint8_t> rest_nullable(size_t(n_items), 1);  // every symbol from the dot on is nullable
-    for (int32_t r = 0; r < nRules; ++r)
-        for (int32_t d = len(r) - 1; d >= 0; --d)
-            rest_nullable[ibase[r] + d] =
-                rest_nullable[ibase[r] + d + 1] && !term[rhs[off[r] + d]] && nullable[rhs[off[r] + d]];
-
-    // the nonterminals a closure adds for a nonterminal: its rules' first symbols
-    std::vector<int32_t> lead_off(size_t(nS) + 1, 0), lead;
-    {
-        std::vector<std::pair<int32_t, int32_t>> pairs;
-        for (int32_t r = 0; r < nRules; ++r)
-            if (len(r) > 0 && !term[rhs[off[r]]]) pairs.push_back({org[r], rhs[off[r]]});
-        std::sort(pairs.begin(), pairs.end());
-        pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-        to_csr(nS, pairs, lead_off, lead);
-    }
-
-    // LR(0) item sets, breadth-first from the start state, transitions in symbol order
-    std::vector<int32_t> k_off{0}, k_items;           // kernels per state, sorted
-    InternIndex states;                               // the states, by kernel hash
-    auto find_or_add = [&](const std::vector<int32_t>& kernel) {
-        auto [s, fresh] = states.find_or_add(hash_items(kernel.data(), kernel.size()), [&](int32_t v) {
-            return size_t(k_off[v + 1] - k_off[v]) == kernel.size() &&
-                   std::equal(kernel.begin(), kernel.end(), k_items.begin() + k_off[v]);
-        });
-        if (fresh) {
-            k_items.insert(k_items.end(), kernel.begin(), kernel.end());
-            k_off.push_back(int32_t(k_items.size()));
-        }
-        return s;
+// lark's GrammarAnalyzer errors: rules given twice (pairs (first, later) in out.duplicates) and
+// nonterminals used without rules (pairs (rule or -1 for the start, nonterminal) in out.undefined).
+void find_grammar_errors(const Augmented& a, LalrTables& out) {
+    std::vector<int32_t> order(static_cast<size_t>(a.nR));
+    for (int32_t r = 0; r < a.nR; ++r) order[r] = r;
+    auto key_less = [&](int32_t x, int32_t y) {
+        if (a.org[x] != a.org[y]) return a.org[x] < a.org[y];
+        if (a.len(x) != a.len(y)) return a.len(x) < a.len(y);
+        return std::lexicographical_compare(a.rhs.begin() + a.off[x], a.rhs.begin() + a.off[x + 1],
+                                            a.rhs.begin() + a.off[y], a.rhs.begin() + a.off[y + 1]);
     };
-    find_or_add({ibase[nR]});
-    std::vector<int32_t> trans_off{0}, trans_sym, trans_to;  // per state, CSR sorted by symbol
-    {
-        std::vector<int32_t> mark(size_t(nS), -1), nts, touched;
-        std::vector<std::vector<int32_t>> bucket(static_cast<size_t>(nS));
-        auto add_next = [&](int32_t item) {
-            const int32_t x = item_next[item];
-            if (x < 0) return;
-            if (bucket[x].empty()) touched.push_back(x);
-            bucket[x].push_back(item + 1);
-        };
-        for (int32_t s = 0; s < int32_t(states.size()); ++s) {
-            nts.clear();
-            touched.clear();
-            for (int32_t k = k_off[s]; k < k_off[s + 1]; ++k) {
-                const int32_t x = item_next[k_items[k]];
-                if (x >= 0 && !term[x] && mark[x] != s) mark[x] = s, nts.push_back(x);
-            }
-            for (size_t i = 0; i < nts.size(); ++i)
-                for (int32_t e = lead_off[nts[i]]; e < lead_off[nts[i] + 1]; ++e)
-                    if (mark[lead[e]] != s) mark[lead[e]] = s, nts.push_back(lead[e]);
-            for (int32_t k = k_off[s]; k < k_off[s + 1]; ++k) add_next(k_items[k]);
-            for (int32_t A : nts)
-                for (int32_t e = by_org_off[A]; e < by_org_off[A + 1]; ++e) add_next(ibase[by_org[e]]);
-            std::sort(touched.begin(), touched.end());
-            for (int32_t x : touched) {
-                std::sort(bucket[x].begin(), bucket[x].end());
-                const int32_t t = find_or_add(bucket[x]);
-                bucket[x].clear();
-                trans_sym.push_back(x);
-                trans_to.push_back(t);
-            }
-            trans_off.push_back(int32_t(trans_sym.size()));
-        }
+    std::stable_sort(order.begin(), order.end(), key_less);
+    std::vector<std::pair<int32_t, int32_t>> dup;  // (rule, the first rule equal to it)
+    for (size_t i = 1, first = 0; i < order.size(); ++i) {
+        if (key_less(order[i - 1], order[i])) first = i;
+        else dup.push_back({order[i], order[first]});
     }
-    const int32_t n_states = int32_t(states.size());
-    out.n_states = n_states;
-    out.start_state = 0;
-    auto trans_index = [&](int32_t s, int32_t x) {  // the transition of s on x, -1 if none
+    std::sort(dup.begin(), dup.end());
+    for (auto& [r, first] : dup) out.duplicates.insert(out.duplicates.end(), {first, r});
+    for (int32_t r = 0; r < a.nRules; ++r)
+        for (int32_t i = a.off[r]; i < a.off[r + 1]; ++i)
+            if (!a.term[a.rhs[i]] && !a.has_rules(a.rhs[i]))
+                out.undefined.insert(out.undefined.end(), {r == a.nR ? -1 : r, a.rhs[i]});
+}
+
+// NULLABLE per symbol (over the grammar's rules; $root is never nullable, as lark's `$root -> start $END`).
+std::vector<uint8_t> nullable_symbols(const Augmented& a) {
+    std::vector<uint8_t> nullable(size_t(a.nS), 0);
+    std::vector<int32_t> remaining(static_cast<size_t>(a.nR)), work;
+    std::vector<std::pair<int32_t, int32_t>> uses;  // (nonterminal, rule using it), per occurrence
+    for (int32_t r = 0; r < a.nR; ++r) {
+        remaining[r] = a.len(r);
+        for (int32_t i = a.off[r]; i < a.off[r + 1]; ++i)
+            if (!a.term[a.rhs[i]]) uses.push_back({a.rhs[i], r});
+    }
+    std::vector<int32_t> use_off, use_rule;
+    to_csr(a.nS, uses, use_off, use_rule);
+    auto found = [&](int32_t A) {
+        if (!nullable[A]) nullable[A] = 1, work.push_back(A);
+    };
+    for (int32_t r = 0; r < a.nR; ++r)
+        if (remaining[r] == 0) found(a.org[r]);
+    while (!work.empty()) {
+        const int32_t A = work.back();
+        work.pop_back();
+        for (int32_t u = use_off[A]; u < use_off[A + 1]; ++u)
+            if (--remaining[use_rule[u]] == 0) found(a.org[use_rule[u]]);
+    }
+    return nullable;
+}
+
+// LR(0) items: rule r at dot d is base[r] + d.
+struct Items {
+    std::vector<int32_t> base, rule, next;  // next: the symbol after the dot, -1 at the end
+    std::vector<uint8_t> nullable;          // per symbol
+    std::vector<uint8_t> rest_nullable;     // per item: every symbol from the dot on is nullable
+};
+
+Items number_items(const Augmented& a) {
+    Items it;
+    it.base.resize(size_t(a.nRules) + 1);
+    for (int32_t r = 0; r <= a.nRules; ++r) it.base[r] = a.off[r] + r;
+    const int32_t n_items = it.base[a.nRules];
+    it.rule.resize(static_cast<size_t>(n_items));
+    it.next.resize(static_cast<size_t>(n_items));
+    for (int32_t r = 0; r < a.nRules; ++r)
+        for (int32_t d = 0; d <= a.len(r); ++d) {
+            it.rule[it.base[r] + d] = r;
+            it.next[it.base[r] + d] = d < a.len(r) ? a.rhs[a.off[r] + d] : -1;
+        }
+    it.nullable = nullable_symbols(a);
+    it.rest_nullable.assign(size_t(n_items), 1);
+    for (int32_t r = 0; r < a.nRules; ++r)
+        for (int32_t d = a.len(r) - 1; d >= 0; --d) {
+            const int32_t x = a.rhs[a.off[r] + d];
+            it.rest_nullable[it.base[r] + d] = it.rest_nullable[it.base[r] + d + 1] && !a.term[x] && it.nullable[x];
+        }
+    return it;
+}
+
+// The LR(0) automaton: states by kernel, transitions per state sorted by symbol.
+struct Lr0 {
+    std::vector<int32_t> k_off{0}, k_items;                  // kernels per state, sorted
+    std::vector<int32_t> trans_off{0}, trans_sym, trans_to;  // per state, CSR sorted by symbol
+    int32_t n_states() const { return int32_t(k_off.size()) - 1; }
+    int32_t trans_index(int32_t s, int32_t x) const {  // the transition of s on x, -1 if none
         auto b = trans_sym.begin() + trans_off[s], e = trans_sym.begin() + trans_off[s + 1];
         auto it = std::lower_bound(b, e, x);
         return it != e && *it == x ? int32_t(it - trans_sym.begin()) : -1;
+    }
+    int32_t entry_of(int32_t s, int32_t item) const {  // item's entry (index into k_items) in s's kernel
+        auto b = k_items.begin() + k_off[s], e = k_items.begin() + k_off[s + 1];
+        return int32_t(std::lower_bound(b, e, item) - k_items.begin());
+    }
+};
+
+// The nonterminals a closure adds for a nonterminal: its rules' first symbols, CSR.
+void closure_leads(const Augmented& a, std::vector<int32_t>& lead_off, std::vector<int32_t>& lead) {
+    std::vector<std::pair<int32_t, int32_t>> pairs;
+    for (int32_t r = 0; r < a.nRules; ++r)
+        if (a.len(r) > 0 && !a.term[a.rhs[a.off[r]]]) pairs.push_back({a.org[r], a.rhs[a.off[r]]});
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    to_csr(a.nS, pairs, lead_off, lead);
+}
+
+// LR(0) item sets, breadth-first from the start state (`$root -> . start`), transitions in symbol order.
+Lr0 build_lr0(const Augmented& a, const Items& it) {
+    Lr0 m;
+    std::vector<int32_t> lead_off, lead;
+    closure_leads(a, lead_off, lead);
+    InternIndex states;  // the states, by kernel hash
+    auto find_or_add = [&](const std::vector<int32_t>& kernel) {
+        auto [s, fresh] = states.find_or_add(hash_items(kernel.data(), kernel.size()), [&](int32_t v) {
+            return size_t(m.k_off[v + 1] - m.k_off[v]) == kernel.size() &&
+                   std::equal(kernel.begin(), kernel.end(), m.k_items.begin() + m.k_off[v]);
+        });
+        if (fresh) {
+            m.k_items.insert(m.k_items.end(), kernel.begin(), kernel.end());
+            m.k_off.push_back(int32_t(m.k_items.size()));
+        }
+        return s;
     };
-    out.end_state = trans_to[trans_index(0, g.start)];
+    find_or_add({it.base[a.nR]});
+    std::vector<int32_t> mark(size_t(a.nS), -1), nts, touched;
+    std::vector<std::vector<int32_t>> bucket(static_cast<size_t>(a.nS));
+    auto add_next = [&](int32_t item) {
+        const int32_t x = it.next[item];
+        if (x < 0) return;
+        if (bucket[x].empty()) touched.push_back(x);
+        bucket[x].push_back(item + 1);
+    };
+    for (int32_t s = 0; s < int32_t(states.size()); ++s) {
+        nts.clear();
+        touched.clear();
+        for (int32_t k = m.k_off[s]; k < m.k_off[s + 1]; ++k) {
+            const int32_t x = it.next[m.k_items[k]];
+            if (x >= 0 && !a.term[x] && mark[x] != s) mark[x] = s, nts.push_back(x);
+        }
+        for (size_t i = 0; i < nts.size(); ++i)
+            for (int32_t e = lead_off[nts[i]]; e < lead_off[nts[i] + 1]; ++e)
+                if (mark[lead[e]] != s) mark[lead[e]] = s, nts.push_back(lead[e]);
+        for (int32_t k = m.k_off[s]; k < m.k_off[s + 1]; ++k) add_next(m.k_items[k]);
+        for (int32_t A : nts)
+            for (int32_t e = a.by_org_off[A]; e < a.by_org_off[A + 1]; ++e) add_next(it.base[a.by_org[e]]);
+        std::sort(touched.begin(), touched.end());
+        for (int32_t x : touched) {
+            std::sort(bucket[x].begin(), bucket[x].end());
+            const int32_t t = find_or_add(bucket[x]);
+            bucket[x].clear();
+            m.trans_sym.push_back(x);
+            m.trans_to.push_back(t);
+        }
+        m.trans_off.push_back(int32_t(m.trans_sym.size()));
+    }
+    return m;
+}
 
-    // nonterminal transitions, numbered in transition order
-    const int32_t n_trans = int32_t(trans_sym.size());
-    std::vector<int32_t> nt_of(size_t(n_trans), -1), nt_state, nt_trans;
-    for (int32_t s = 0; s < n_states; ++s)
-        for (int32_t k = trans_off[s]; k < trans_off[s + 1]; ++k)
-            if (!term[trans_sym[k]]) {
-                nt_of[k] = int32_t(nt_state.size());
-                nt_state.push_back(s);
-                nt_trans.push_back(k);
+// Nonterminal transitions, numbered in transition order.
+struct NtTransitions {
+    std::vector<int32_t> of;            // per transition: its number, -1 for a terminal's
+    std::vector<int32_t> state, trans;  // per number: the state it leaves, the transition
+    int32_t size() const { return int32_t(state.size()); }
+};
+
+NtTransitions nonterminal_transitions(const Augmented& a, const Lr0& m) {
+    NtTransitions nt;
+    nt.of.assign(m.trans_sym.size(), -1);
+    for (int32_t s = 0; s < m.n_states(); ++s)
+        for (int32_t k = m.trans_off[s]; k < m.trans_off[s + 1]; ++k)
+            if (!a.term[m.trans_sym[k]]) {
+                nt.of[k] = nt.size();
+                nt.state.push_back(s);
+                nt.trans.push_back(k);
             }
-    const int32_t n_nt = int32_t(nt_state.size());
+    return nt;
+}
 
-    // terminal bits: terminals in symbol order, $END last
-    std::vector<int32_t> bit_of(size_t(nS), -1), term_of_bit;
-    for (int32_t x = 0; x <= END; ++x)
-        if (term[x]) bit_of[x] = int32_t(term_of_bit.size()), term_of_bit.push_back(x);
-    const size_t n_bits = term_of_bit.size();
+// Terminal bits: terminals in symbol order, $END last.
+struct TermBits {
+    std::vector<int32_t> bit_of, term_of_bit;
+    size_t size() const { return term_of_bit.size(); }
+};
 
-    // directly-reads and reads
-    BitRows F(size_t(n_nt), n_bits);
-    std::vector<int32_t> reads_off{0}, reads;
-    for (int32_t n = 0; n < n_nt; ++n) {
-        const int32_t r = trans_to[nt_trans[n]];
-        if (nt_state[n] == 0 && trans_sym[nt_trans[n]] == g.start) F.set(n, bit_of[END]);
-        for (int32_t k = trans_off[r]; k < trans_off[r + 1]; ++k) {
-            const int32_t x = trans_sym[k];
-            if (term[x]) F.set(n, bit_of[x]);
-            else if (nullable[x]) reads.push_back(nt_of[k]);
+TermBits terminal_bits(const Augmented& a) {
+    TermBits t;
+    t.bit_of.assign(size_t(a.nS), -1);
+    for (int32_t x = 0; x <= a.END; ++x)
+        if (a.term[x]) t.bit_of[x] = int32_t(t.term_of_bit.size()), t.term_of_bit.push_back(x);
+    return t;
+}
+
+// Directly-reads into F's rows (one per nonterminal transition), and the reads relation (CSR).
+void direct_reads(const Augmented& a, const Items& it, const Lr0& m, const NtTransitions& nt, const TermBits& bits,
+                  BitRows& F, std::vector<int32_t>& reads_off, std::vector<int32_t>& reads) {
+    reads_off.assign(1, 0);
+    reads.clear();
+    for (int32_t n = 0; n < nt.size(); ++n) {
+        const int32_t r = m.trans_to[nt.trans[n]];
+        if (nt.state[n] == 0 && m.trans_sym[nt.trans[n]] == a.start) F.set(n, bits.bit_of[a.END]);
+        for (int32_t k = m.trans_off[r]; k < m.trans_off[r + 1]; ++k) {
+            const int32_t x = m.trans_sym[k];
+            if (a.term[x]) F.set(n, bits.bit_of[x]);
+            else if (it.nullable[x]) reads.push_back(nt.of[k]);
         }
         reads_off.push_back(int32_t(reads.size()));
     }
+}
 
-    // A walk from a kernel entry (an index into k_items: an item of state entry_state[e]) to
-    // the end of its rule, memoised per entry: the state it ends in, and the nonterminal
-    // transitions on it that only nullable symbols follow (the includes it contributes; a
-    // linked list through inc_list)
-    const int32_t n_entries = int32_t(k_items.size());
+// A walk from a kernel entry (an index into k_items) to the end of its rule, memoised per entry: the state it
+// ends in, and the nonterminal transitions on it that only nullable symbols follow (the includes it
+// contributes; a linked list through inc_list).
+struct Walks {
+    std::vector<int32_t> end, inc_head;                 // per entry
+    std::vector<std::pair<int32_t, int32_t>> inc_list;  // (nonterminal transition, next in list)
+};
+
+Walks walk_kernel_entries(const Augmented& a, const Items& it, const Lr0& m, const NtTransitions& nt) {
+    const int32_t n_entries = int32_t(m.k_items.size());
     std::vector<int32_t> entry_state(static_cast<size_t>(n_entries));
-    for (int32_t s = 0; s < n_states; ++s)
-        std::fill(entry_state.begin() + k_off[s], entry_state.begin() + k_off[s + 1], s);
-    auto entry_of = [&](int32_t s, int32_t item) {  // item's entry in s's kernel
-        auto b = k_items.begin() + k_off[s], e = k_items.begin() + k_off[s + 1];
-        return int32_t(std::lower_bound(b, e, item) - k_items.begin());
-    };
-    std::vector<int32_t> walk_end(static_cast<size_t>(n_entries), -1), inc_head(static_cast<size_t>(n_entries), -1);
-    std::vector<std::pair<int32_t, int32_t>> inc_list;  // (transition, next in list)
-    std::vector<std::array<int32_t, 3>> chain;          // (entry, its transition, the next entry)
+    for (int32_t s = 0; s < m.n_states(); ++s)
+        std::fill(entry_state.begin() + m.k_off[s], entry_state.begin() + m.k_off[s + 1], s);
+    Walks w;
+    w.end.assign(size_t(n_entries), -1);
+    w.inc_head.assign(size_t(n_entries), -1);
+    std::vector<std::array<int32_t, 3>> chain;  // (entry, its transition, the next entry)
     for (int32_t e0 = 0; e0 < n_entries; ++e0) {
         chain.clear();
-        for (int32_t e = e0; walk_end[e] < 0;) {
-            const int32_t item = k_items[e];
-            if (item_next[item] < 0) {
-                walk_end[e] = entry_state[e];
+        for (int32_t e = e0; w.end[e] < 0;) {
+            const int32_t item = m.k_items[e];
+            if (it.next[item] < 0) {
+                w.end[e] = entry_state[e];
                 break;
             }
-            const int32_t k = trans_index(entry_state[e], item_next[item]);
-            const int32_t nxt = entry_of(trans_to[k], item + 1);
+            const int32_t k = m.trans_index(entry_state[e], it.next[item]);
+            const int32_t nxt = m.entry_of(m.trans_to[k], item + 1);
             chain.push_back({e, k, nxt});
             e = nxt;
         }
-        for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-            const auto [e, k, nxt] = *it;
-            walk_end[e] = walk_end[nxt];
-            inc_head[e] = inc_head[nxt];
-            if (!term[trans_sym[k]] && rest_nullable[k_items[e] + 1]) {
-                inc_list.push_back({nt_of[k], inc_head[e]});
-                inc_head[e] = int32_t(inc_list.size()) - 1;
+        for (auto c = chain.rbegin(); c != chain.rend(); ++c) {
+            const auto [e, k, nxt] = *c;
+            w.end[e] = w.end[nxt];
+            w.inc_head[e] = w.inc_head[nxt];
+            if (!a.term[m.trans_sym[k]] && it.rest_nullable[m.k_items[e] + 1]) {
+                w.inc_list.push_back({nt.of[k], w.inc_head[e]});
+                w.inc_head[e] = int32_t(w.inc_list.size()) - 1;
             }
         }
     }
+    return w;
+}
 
-    // includes and lookback: for each nonterminal transition (p, A) walk the rules of A from
-    // p (and, as lark does, p's kernel items of A)
-    std::vector<std::pair<int32_t, int32_t>> inc;  // (transition, transition it includes)
-    std::vector<std::pair<int32_t, int32_t>> lookback;  // (state, lookback id): rule lb_rule[id] for lb_nt[id]
-    std::vector<int32_t> lb_rule, lb_nt;
-    for (int32_t n = 0; n < n_nt; ++n) {
-        const int32_t p = nt_state[n], A = trans_sym[nt_trans[n]];
+// The includes relation and the lookbacks: for each nonterminal transition (p, A), the rules of A walked from
+// p (and, as lark does, p's kernel items of A).
+struct Lookbacks {
+    std::vector<std::pair<int32_t, int32_t>> includes;  // (transition, transition it includes)
+    std::vector<std::pair<int32_t, int32_t>> lookback;  // (state, lookback id): rule[id] reduced for nt[id]
+    std::vector<int32_t> rule, nt;
+};
+
+Lookbacks includes_and_lookbacks(const Augmented& a, const Items& it, const Lr0& m, const NtTransitions& nt,
+                                 const Walks& w) {
+    Lookbacks lb;
+    for (int32_t n = 0; n < nt.size(); ++n) {
+        const int32_t p = nt.state[n], A = m.trans_sym[nt.trans[n]];
         auto includes_from = [&](int32_t e) {
-            for (int32_t l = inc_head[e]; l >= 0; l = inc_list[l].second) inc.push_back({inc_list[l].first, n});
+            for (int32_t l = w.inc_head[e]; l >= 0; l = w.inc_list[l].second)
+                lb.includes.push_back({w.inc_list[l].first, n});
         };
-        for (int32_t i = by_org_off[A]; i < by_org_off[A + 1]; ++i) {
-            const int32_t r = by_org[i];
+        for (int32_t i = a.by_org_off[A]; i < a.by_org_off[A + 1]; ++i) {
+            const int32_t r = a.by_org[i];
             int32_t end = p;
-            if (len(r) > 0) {  // the first step from p, the rest from the entry it reaches
-                const int32_t x = rhs[off[r]], k = trans_index(p, x);
-                if (!term[x] && rest_nullable[ibase[r] + 1]) inc.push_back({nt_of[k], n});
-                const int32_t e = entry_of(trans_to[k], ibase[r] + 1);
+            if (a.len(r) > 0) {  // the first step from p, the rest from the entry it reaches
+                const int32_t x = a.rhs[a.off[r]], k = m.trans_index(p, x);
+                if (!a.term[x] && it.rest_nullable[it.base[r] + 1]) lb.includes.push_back({nt.of[k], n});
+                const int32_t e = m.entry_of(m.trans_to[k], it.base[r] + 1);
                 includes_from(e);
-                end = walk_end[e];
+                end = w.end[e];
             }
-            lookback.push_back({end, int32_t(lb_rule.size())});
-            lb_rule.push_back(r);
-            lb_nt.push_back(n);
+            lb.lookback.push_back({end, int32_t(lb.rule.size())});
+            lb.rule.push_back(r);
+            lb.nt.push_back(n);
         }
-        for (int32_t e = k_off[p]; e < k_off[p + 1]; ++e)
-            if (org[item_rule[k_items[e]]] == A) includes_from(e);
+        for (int32_t e = m.k_off[p]; e < m.k_off[p + 1]; ++e)
+            if (a.org[it.rule[m.k_items[e]]] == A) includes_from(e);
     }
+    return lb;
+}
 
-    // Read = digraph(reads, DR); Follow = digraph(includes, Read)
-    std::vector<int32_t> h(static_cast<size_t>(n_nt));  // each transition's row of F
+// Read = digraph(reads, DR); Follow = digraph(includes, Read). F holds DR on entry; returns each nonterminal
+// transition's row of F holding its Follow set.
+std::vector<int32_t> follow_sets(int32_t n_nt, const std::vector<int32_t>& reads_off, const std::vector<int32_t>& reads,
+                                 const std::vector<std::pair<int32_t, int32_t>>& includes, BitRows& F) {
+    std::vector<int32_t> h(static_cast<size_t>(n_nt));
     for (int32_t n = 0; n < n_nt; ++n) h[n] = n;
     digraph(n_nt, reads_off, reads, F, h);
-    {
-        std::vector<int32_t> inc_off, inc_adj;
-        to_csr(n_nt, inc, inc_off, inc_adj);
-        digraph(n_nt, inc_off, inc_adj, F, h);
-    }
+    std::vector<int32_t> inc_off, inc_adj;
+    to_csr(n_nt, includes, inc_off, inc_adj);
+    digraph(n_nt, inc_off, inc_adj, F, h);
+    return h;
+}
 
-    // lookaheads per (state, rule): the union of the Follow sets of its lookbacks; then the
-    // actions, terminal by terminal
+// One state's reductions from its candidates (terminal bit, rule), sorted by bit: reduce/reduce collisions go
+// to a unique highest priority (else into out.collision_*), shift/reduce to the shift.
+void resolve_state(const LalrGrammar& g, const Lr0& m, const TermBits& bits, int32_t s,
+                   const std::vector<std::pair<int32_t, int32_t>>& cands, LalrTables& out) {
+    for (size_t i = 0; i < cands.size();) {
+        size_t j = i;
+        while (j < cands.size() && cands[j].first == cands[i].first) ++j;
+        const int32_t t = bits.term_of_bit[cands[i].first];
+        int32_t chosen = cands[i].second;
+        if (j - i > 1) {  // reduce/reduce: a unique highest priority wins
+            int32_t best = INT32_MIN, n_best = 0;
+            for (size_t c = i; c < j; ++c) {
+                const int32_t pr = g.priority[cands[c].second];
+                if (pr > best) best = pr, n_best = 0, chosen = cands[c].second;
+                n_best += pr == best;
+            }
+            if (n_best > 1) {
+                out.collision_state.push_back(s);
+                out.collision_term.push_back(t);
+                for (size_t c = i; c < j; ++c) out.collision_rules.push_back(cands[c].second);
+                out.collision_off.push_back(int32_t(out.collision_rules.size()));
+                i = j;
+                continue;
+            }
+        }
+        if (m.trans_index(s, t) >= 0) {
+            ++out.shift_reduce;  // shift/reduce: shift
+        } else {
+            out.reduce_term.push_back(t);
+            out.reduce_rule.push_back(chosen);
+        }
+        i = j;
+    }
+}
+
+// The reductions: lookaheads per (state, rule) are the union of the Follow sets of its lookbacks; then the
+// actions, terminal by terminal (resolve_state).
+void reduce_actions(const LalrGrammar& g, const Augmented& a, const Lr0& m, const TermBits& bits,
+                    const Lookbacks& lbs, const BitRows& F, const std::vector<int32_t>& h, LalrTables& out) {
     std::vector<int32_t> lb_off, lb;
-    to_csr(n_states, lookback, lb_off, lb);
-    std::vector<int32_t> slot_of(static_cast<size_t>(nRules), -1), slot_rule;
-    BitRows la(0, n_bits);
+    to_csr(m.n_states(), lbs.lookback, lb_off, lb);
+    std::vector<int32_t> slot_of(static_cast<size_t>(a.nRules), -1), slot_rule;
+    BitRows la(0, bits.size());
     std::vector<uint64_t> any(la.w);
     std::vector<std::pair<int32_t, int32_t>> cands;  // (terminal bit, rule) in one state
     out.reduce_off.push_back(0);
-    for (int32_t s = 0; s < n_states; ++s) {
+    for (int32_t s = 0; s < m.n_states(); ++s) {
         slot_rule.clear();
         for (int32_t e = lb_off[s]; e < lb_off[s + 1]; ++e) {
-            const int32_t r = lb_rule[lb[e]];
+            const int32_t r = lbs.rule[lb[e]];
             if (slot_of[r] < 0) slot_of[r] = int32_t(slot_rule.size()), slot_rule.push_back(r);
         }
         std::sort(slot_rule.begin(), slot_rule.end());
         for (size_t i = 0; i < slot_rule.size(); ++i) slot_of[slot_rule[i]] = int32_t(i);
         la.bits.assign(slot_rule.size() * la.w, 0);
         for (int32_t e = lb_off[s]; e < lb_off[s + 1]; ++e) {
-            const uint64_t* f = F.row(h[lb_nt[lb[e]]]);
-            uint64_t* d = la.row(slot_of[lb_rule[lb[e]]]);
+            const uint64_t* f = F.row(h[lbs.nt[lb[e]]]);
+            uint64_t* d = la.row(slot_of[lbs.rule[lb[e]]]);
             for (size_t w = 0; w < la.w; ++w) d[w] |= f[w];
         }
         std::fill(any.begin(), any.end(), 0);
@@ -407,54 +504,59 @@ LalrTables build_lalr(const LalrGrammar& g) {
             for (size_t w = 0; w < la.w; ++w) any[w] |= la.row(i)[w];
         cands.clear();
         for (size_t w = 0; w < la.w; ++w)
-            for (uint64_t bits = any[w]; bits; bits &= bits - 1) {
-                const int32_t b = int32_t(w * 64 + __builtin_ctzll(bits));
+            for (uint64_t word = any[w]; word; word &= word - 1) {
+                const int32_t b = int32_t(w * 64 + __builtin_ctzll(word));
                 for (size_t i = 0; i < slot_rule.size(); ++i)
                     if (la.row(i)[w] >> (b & 63) & 1) cands.push_back({b, slot_rule[i]});
             }
         for (int32_t r : slot_rule) slot_of[r] = -1;
-        for (size_t i = 0; i < cands.size();) {
-            size_t j = i;
-            while (j < cands.size() && cands[j].first == cands[i].first) ++j;
-            const int32_t t = term_of_bit[cands[i].first];
-            int32_t chosen = cands[i].second;
-            if (j - i > 1) {  // reduce/reduce: a unique highest priority wins
-                int32_t best = INT32_MIN, n_best = 0;
-                for (size_t c = i; c < j; ++c) {
-                    const int32_t pr = g.priority[cands[c].second];
-                    if (pr > best) best = pr, n_best = 0, chosen = cands[c].second;
-                    n_best += pr == best;
-                }
-                if (n_best > 1) {
-                    out.collision_state.push_back(s);
-                    out.collision_term.push_back(t);
-                    for (size_t c = i; c < j; ++c) out.collision_rules.push_back(cands[c].second);
-                    out.collision_off.push_back(int32_t(out.collision_rules.size()));
-                    i = j;
-                    continue;
-                }
-            }
-            if (trans_index(s, t) >= 0) {
-                ++out.shift_reduce;  // shift/reduce: shift
-            } else {
-                out.reduce_term.push_back(t);
-                out.reduce_rule.push_back(chosen);
-            }
-            i = j;
-        }
+        resolve_state(g, m, bits, s, cands, out);
         out.reduce_off.push_back(int32_t(out.reduce_term.size()));
     }
+}
+
+// The transitions as the tables' shifts (terminals) and gotos (nonterminals).
+void shifts_and_gotos(const Augmented& a, const Lr0& m, LalrTables& out) {
     out.shift_off.push_back(0);
     out.goto_off.push_back(0);
-    for (int32_t s = 0; s < n_states; ++s) {
-        for (int32_t k = trans_off[s]; k < trans_off[s + 1]; ++k) {
-            const bool shift = term[trans_sym[k]];
-            (shift ? out.shift_term : out.goto_sym).push_back(trans_sym[k]);
-            (shift ? out.shift_to : out.goto_to).push_back(trans_to[k]);
+    for (int32_t s = 0; s < m.n_states(); ++s) {
+        for (int32_t k = m.trans_off[s]; k < m.trans_off[s + 1]; ++k) {
+            const bool shift = a.term[m.trans_sym[k]];
+            (shift ? out.shift_term : out.goto_sym).push_back(m.trans_sym[k]);
+            (shift ? out.shift_to : out.goto_to).push_back(m.trans_to[k]);
         }
         out.shift_off.push_back(int32_t(out.shift_term.size()));
         out.goto_off.push_back(int32_t(out.goto_sym.size()));
     }
+}
+
+}  // namespace
+
+LalrTables build_lalr(const LalrGrammar& g) {
+    check_input(g);
+    LalrTables out;
+    const Augmented a = augment(g);
+    out.end_term = a.END;
+    find_grammar_errors(a, out);
+    if (!out.duplicates.empty() || !out.undefined.empty()) return out;
+
+    const Items items = number_items(a);
+    const Lr0 m = build_lr0(a, items);
+    out.n_states = m.n_states();
+    out.start_state = 0;
+    out.end_state = m.trans_to[m.trans_index(0, g.start)];
+
+    // LALR(1) lookaheads, DeRemer & Pennello
+    const NtTransitions nt = nonterminal_transitions(a, m);
+    const TermBits bits = terminal_bits(a);
+    BitRows F(size_t(nt.size()), bits.size());
+    std::vector<int32_t> reads_off, reads;
+    direct_reads(a, items, m, nt, bits, F, reads_off, reads);
+    const Lookbacks lbs = includes_and_lookbacks(a, items, m, nt, walk_kernel_entries(a, items, m, nt));
+    const std::vector<int32_t> h = follow_sets(nt.size(), reads_off, reads, lbs.includes, F);
+
+    reduce_actions(g, a, m, bits, lbs, F, h, out);
+    shifts_and_gotos(a, m, out);
     return out;
 }
 

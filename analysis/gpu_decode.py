@@ -69,9 +69,16 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _cache_of(out):
+    """The KV cache a forward returned: ``out.cache`` in newer transformers (reading ``past_key_values`` warns)."""
+    return out.cache if "cache" in type(out).__dataclass_fields__ else out.past_key_values
+
+
 def decode(model, prompt_ids: list[int], batch: int, steps: int, device: str, masker, eos: set[int]) -> dict:
     """`steps` decode steps for `batch` copies of the prompt; `masker(input_ids, logits)` returns masked logits."""
     import torch
+
+    from cad_outlines.decoding.kv import cache_keyword
 
     gen = torch.Generator(device=device).manual_seed(1)
     ids = torch.tensor([prompt_ids] * batch, device=device)
@@ -79,7 +86,7 @@ def decode(model, prompt_ids: list[int], batch: int, steps: int, device: str, ma
     with torch.no_grad():
         _sync(device)
         out = model(ids, use_cache=True)
-        past, logits = out.past_key_values, out.logits[:, -1, :].float()
+        past, logits = _cache_of(out), out.logits[:, -1, :].float()
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         for step in range(steps):
             _sync(device)
@@ -92,8 +99,8 @@ def decode(model, prompt_ids: list[int], batch: int, steps: int, device: str, ma
             t2 = time.perf_counter()
             ids = torch.cat([ids, nxt], dim=1)
             done |= torch.isin(nxt[:, 0], torch.tensor(sorted(eos), device=device))
-            out = model(nxt, past_key_values=past, use_cache=True)
-            past, logits = out.past_key_values, out.logits[:, -1, :].float()
+            out = model(nxt, use_cache=True, **{cache_keyword(model): past})  # `cache` in newer transformers
+            past, logits = _cache_of(out), out.logits[:, -1, :].float()
             _sync(device)
             t3 = time.perf_counter()
             if step:  # the first step warms caches up

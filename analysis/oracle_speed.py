@@ -123,7 +123,7 @@ def run(args) -> int:
     body = f"""`oracle_program` (cad_outlines/edits/oracle.py) against the quadratic DP it replaced, kept verbatim as
 `analysis/references/oracle_quadratic.py`: same candidates, same packed costs, same tie-breaks (the least
 (cost, source end, start) among copies), found without evaluating the candidates that cannot win. Default token
-counter, both policies (`max_copy`, `min_tokens`), `sep="\\n"`; tests/test_oracle_fast.py also compares other
+counter, both policies (`max_copy`, `min_tokens`), `sep="\\n"`; tests/edits/test_oracle_fast.py also compares other
 separators and counters (length, one token per digit, GPT-2) on random and real cases.
 
 Times are wall clock (and CPU time of this process where marked), the best of {args.repeat} runs per pair for the

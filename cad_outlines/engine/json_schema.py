@@ -9,7 +9,7 @@ terminal of a Lark grammar (``start: JSON`` / ``JSON: /regex/``) and is compiled
 A text is accepted when Python's ``re.match`` of the regex at its start is the whole
 text (our lexer's rule for a terminal). For the regexes outlines-core writes, whose
 every match ends at a closing quote, bracket or brace or is a greedy number, that is
-``re.fullmatch``; ``tests/test_json_schema.py`` checks it on valid and invalid texts.
+``re.fullmatch``; ``tests/engine/test_json_schema.py`` checks it on valid and invalid texts.
 Some string formats (``"format": "uri"``) give regexes of many kilobytes whose DFA takes
 minutes to build (cached afterwards, like every store).
 """

@@ -11,7 +11,7 @@ The rules come from :mod:`.lark_rules` (lark's reader and EBNF compiler redone w
 lark's generic tree machinery: python.lark in ~25 ms instead of ~95) and, for what that
 module leaves to lark (``%override``, ``%extend``, custom import loaders, every grammar
 lark rejects), from lark's own ``load_grammar(...).compile(...)``: the two give equal
-terminals and rules (tests/test_lark_rules.py), and errors are always lark's.
+terminals and rules (tests/engine/frontend/test_lark_rules.py), and errors are always lark's.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Exactness is the contract: terminals (names, patterns, priorities, order) and ru
 implement (``%override``, ``%extend``, import loaders other than paths and
 lark's own, a lark other than 1.3) and every grammar lark rejects make
 :func:`compile_lark_rules` return None, and the caller asks lark, which then compiles or
-raises its own error. ``tests/test_lark_rules.py`` checks equality on every grammar file
+raises its own error. ``tests/engine/frontend/test_lark_rules.py`` checks equality on every grammar file
 and on random grammars.
 """
 

@@ -1,6 +1,6 @@
 """One engine request per Copy-as-Decode edit (vLLM's streaming-input sessions) and the
 ``POST /v1/cad/edits`` route, on a real vLLM engine (CPU build) with the tiny random
-Qwen2-shaped model of tests/test_serving.py: in-process by ``AsyncLLM``, and over HTTP
+Qwen2-shaped model of tests/serving/test_serving.py: in-process by ``AsyncLLM``, and over HTTP
 against ``python -m cad_outlines.serving.api_server`` on 127.0.0.1.
 
 Skipped when vLLM is not importable (install it with ``pip install -e ".[vllm]"``)."""

@@ -19,7 +19,7 @@ from cad_outlines.engine.vocabulary import Vocabulary
 
 from tests.fixture_data import SMALL, require_shared
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 SOURCES = {
     "qwen2.5": "tokenizers/qwen2.5",

@@ -12,7 +12,7 @@ from cad_outlines.errors import GrammarError
 from cad_outlines.engine.frontend import grammar_load, lark_rules
 from cad_outlines.engine.frontend.grammar_load import load_rules
 
-DATA = Path(__file__).parent / "data" / "grammars"
+DATA = Path(__file__).resolve().parents[2] / "data" / "grammars"
 
 
 def _summary(g):

@@ -2,7 +2,7 @@
 against lark's basic lexer on real inputs.
 
 Run as a script for the full standard-library comparison:
-``python tests/test_terminals.py --stdlib [--limit N]`` prints the agreement numbers.
+``python tests/engine/frontend/test_terminals.py --stdlib [--limit N]`` prints the agreement numbers.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 DATA = SMALL  # the grammars and samples are vendored in tests/data (copies of the shared data's)

@@ -11,7 +11,7 @@ import pytest
 from cad_outlines.engine.frontend import _sre_compat as compat
 from cad_outlines.engine.frontend.automata import regex_to_dfa
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_only_the_compat_module_touches_the_private_internals():

@@ -20,7 +20,7 @@ from cad_outlines.engine.frontend.lark_syntax import parse_grammar_text
 from cad_outlines.errors import GrammarError
 from tests.fixture_data import SMALL, require_shared
 
-SHIPPED = Path(__file__).resolve().parents[1] / "grammars"
+SHIPPED = Path(__file__).resolve().parents[3] / "grammars"
 LARK_STDLIB = Path(lark.__file__).parent / "grammars"
 # always here: the vendored grammars (tests/data), the shipped ones and lark's own
 FILES = sorted([*(SMALL / "grammars").rglob("*.lark"), *SHIPPED.glob("*.lark"), *LARK_STDLIB.glob("*.lark")])

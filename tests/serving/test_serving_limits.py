@@ -1,7 +1,7 @@
 """The server's limits without vLLM: request arguments at admission, the middleware's body
 handling (any path, size cap, JSON only), compile workers under OS limits, the refusal memory,
 the cache folder's cap and the loaded-grammar LRU. The same against a real server:
-tests/test_serving_attacks.py."""
+tests/serving/test_serving_attacks.py."""
 
 import asyncio
 import json

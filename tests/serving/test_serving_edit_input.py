@@ -1,6 +1,6 @@
 """The edit endpoint's input checks and the one-request bookkeeping, without vLLM: what a
 ``/v1/cad/edits`` body may hold, and how a segment's prompt becomes the chunk appended to
-an edit's live request (tests/test_serving_edits.py runs both on a real engine)."""
+an edit's live request (tests/serving/test_serving_edits.py runs both on a real engine)."""
 
 import json
 

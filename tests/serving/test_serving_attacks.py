@@ -1,5 +1,5 @@
 """Attacks on a real vLLM server with our processor and middleware (127.0.0.1, the tiny
-random-weight model of tests/test_serving.py): no request may kill it, stall it or grow it
+random-weight model of tests/serving/test_serving.py): no request may kill it, stall it or grow it
 without bound. One server for the module, started with tight limits; a watchdog asks
 ``/health`` and sends a plain completion all along and the last test checks that every answer
 came within 2 s, the server is alive, and the RSS of its process tree (API server, engine,

@@ -48,5 +48,5 @@ def test_the_session_compiles_into_a_temporary_cache(_session_cache, tmp_path_fa
         assert str(_session_cache) == USER_CACHE
     code = "from cad_outlines.engine.compile import cache_dir; print(cache_dir())"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           cwd=Path(__file__).resolve().parent.parent)
+                           cwd=Path(__file__).resolve().parents[2])
     assert child.stdout.strip() == str(_session_cache)

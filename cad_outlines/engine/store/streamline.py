@@ -38,8 +38,8 @@ import numpy as np
 
 from .grammar_analysis import START, GrammarAnalysis, LRGame
 from .lexer import BOUNDARY, INDENT_BASE, Lexer
-from .lexer_index import byte_automaton
 from .mask_store import MaskStore, Row, SetInterner
+from .native_store import lexer_graph
 
 __all__ = ["StreamlineStep", "StreamlineResult", "streamline", "one_hop_only", "config_contexts", "STEPS"]
 
@@ -154,23 +154,21 @@ def _label_view(lexer: Lexer):
 def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
     """For every configuration, the labels that can come right before its current lexeme
     (:data:`START` for none): the last label any text reaching it has emitted, ignored
-    lexemes skipped. A fixpoint over the byte-level configuration graph
-    (:class:`~cad_outlines.engine.store.lexer_index.ByteAutomaton`), which holds every token
-    path, so the sets are supersets of what decoding meets."""
-    auto = byte_automaton(lexer)
-    ignored = lexer.spec.ignored
-    n = auto.n_states
-    src = np.repeat(np.arange(n), np.diff(auto.ptr).reshape(n, 256).sum(axis=1))
-    raw = np.where(np.isin(auto.raw, list(ignored)), -1, auto.raw) if ignored else auto.raw
-    edges = np.unique(np.stack([src, auto.nxt.astype(np.int64), raw]), axis=1)
+    lexemes skipped. A fixpoint over the byte-level configuration graph (the native byte
+    automaton, :class:`~cad_outlines.engine.store.native_store.LexerGraph`), which holds every
+    token path, so the sets are supersets of what decoding meets."""
+    graph = lexer_graph(lexer)
+    n = graph.n_states
+    src, nxt, lab = graph.edges()
+    edges = np.unique(np.stack([src, nxt, lab]), axis=1)
     start_bit = 1 << len(lexer.spec.labels)
     passing: list[list[int]] = [[] for _ in range(n)]  # c -> successors reached with no label
     ctx = [0] * n
-    for c, i, lab in edges.T.tolist():
-        if lab < 0:
+    for c, i, x in edges.T.tolist():
+        if x < 0:
             passing[c].append(i)
         else:
-            ctx[i] |= 1 << lab
+            ctx[i] |= 1 << x
     ctx[0] |= start_bit  # the automaton's state 0 is the lexer's initial config
     todo = [c for c in range(n) if ctx[c]]
     while todo:
@@ -180,9 +178,10 @@ def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
                 ctx[i] |= ctx[c]
                 todo.append(i)
     names = lexer.spec.labels
+    state_of = graph.state_of()
     result = []
     for cfg in configs:
-        bits = ctx[auto.table.id(cfg)]
+        bits = ctx[state_of[cfg]]
         labels = tuple(names[i] for i in range(len(names)) if bits >> i & 1)
         result.append(labels + ((START,) if bits & start_bit else ()))
     return result
@@ -251,7 +250,7 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
     steps = [StreamlineStep(STEPS[0], store.n_rows, 0.0, [len(r) for r in store.rows])]
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    lexer.prime_viable(byte_automaton(lexer).viable_labels())
+    lexer.prime_entered(lexer_graph(lexer).entered())
     contexts = config_contexts(lexer, store.configs)
     context_s = time.perf_counter() - t0
     rows = _Rows(store, consume)

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_GRAMMARS = ("json", "sql", "copy_edit", "python", "lark:examples/json.lark", "lark:python.lark")
+DEFAULT_GRAMMARS = ("json", "sql", "copy_edit", "python", "lark:examples/json.lark", "lark:python.lark@file_input")
 
 _CHILD = r"""
 import json, sys, time
@@ -33,11 +33,12 @@ times = {}
 for tok in tokenizers:
     vocab = Vocabulary.from_tokenizer(Path(data) / "tokenizers" / tok)
     for name in grammars:
-        grammar = str(Path(data) / "grammars" / "lark" / name[5:]) if name.startswith("lark:") else name
+        path, _, start = name.partition("@")
+        grammar = str(Path(data) / "grammars" / "lark" / path[5:]) if path.startswith("lark:") else path
         for streamline in (False, True):
-            folder = Path(out) / f"{tok}-{name.replace('/', '_').replace(':', '_')}-{int(streamline)}"
+            folder = Path(out) / f"{tok}-{path.replace('/', '_').replace(':', '_')}-{int(streamline)}"
             t0 = time.perf_counter()
-            compile_grammar(grammar, vocab, cache=folder, progress=False, streamline=streamline)
+            compile_grammar(grammar, vocab, cache=folder, progress=False, streamline=streamline, start=start or None)
             times[folder.name] = time.perf_counter() - t0
 print(json.dumps(times))
 """
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--old", type=Path, required=True, help="the checkout whose files are the reference")
     parser.add_argument("--new", type=Path, default=Path("."), help="the checkout under test")
     parser.add_argument("--grammars", default=",".join(DEFAULT_GRAMMARS),
-                        help="shipped grammar names, or lark:PATH under the shared data's grammars/lark")
+                        help="shipped grammar names, or lark:PATH under the shared data's grammars/lark; @START "
+                             "names a start rule")
     parser.add_argument("--tokenizers", default="qwen2.5,gpt2", help="folders in the shared data's tokenizers/")
     parser.add_argument("--data", type=Path, default=None, help="the shared data folder (default: as the studies find it)")
     args = parser.parse_args(argv)

@@ -571,7 +571,7 @@ void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)
     number(0);
     seen[0] = 1;
     std::vector<int32_t> wave{0}, next;
-    size_t done = 0;
+    size_t done = 0, n_rows = 0;
     while (!wave.empty()) {
         next.clear();
         for (int32_t q : wave) {
@@ -587,18 +587,14 @@ void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)
             auto [at, fresh] = same.try_emplace(key, out.visited.size());
             if (fresh) {
                 eager_rows(out);
-            } else {  // a copy of the rows of visited configuration at->second
-                for (int64_t r = out.row_off[at->second]; r < out.row_off[at->second + 1]; ++r) {
-                    out.row_ent.push_back(out.row_ent[r]);
-                    out.row_set.push_back(out.row_set[r]);
-                    for (int64_t l = out.label_off[r]; l < out.label_off[r + 1]; ++l)
-                        out.labels.push_back(out.labels[l]);
-                    out.label_off.push_back(int64_t(out.labels.size()));
-                }
-                out.row_off.push_back(int64_t(out.row_ent.size()));
+                out.same_as.push_back(-1);
+            } else {  // the rows of visited configuration at->second, not repeated
+                out.row_off.push_back(out.row_off.back());
+                out.same_as.push_back(int32_t(at->second));
             }
             out.visited.push_back(q);
-            each(++done, out.row_ent.size());
+            n_rows += size_t(out.row_off[at->second + 1] - out.row_off[at->second]);
+            each(++done, n_rows);
         }
         wave.swap(next);
     }

@@ -44,6 +44,8 @@ struct EagerRows {
     std::vector<int32_t> numbered;      // automaton states in the order the store numbers its configurations
     std::vector<int32_t> visited;       // automaton states in the order their rows were built (breadth first)
     std::vector<int64_t> row_off{0};    // per visited configuration: its rows, in (labels, entered) order
+    std::vector<int32_t> same_as;       // per visited configuration: the one it has the same rows as (its
+                                        // rows are not repeated: none in row_off), or -1
     std::vector<int64_t> label_off{0};  // per row: its emitted labels
     std::vector<int32_t> labels, row_ent, row_set;  // row_ent: an e_off id; row_set: a set id of the store
 };
@@ -55,7 +57,8 @@ public:
     void build(int32_t cfg);
     bool built(int32_t cfg) const { return root_[cfg] >= 0; }
     // Every reachable configuration's rows into `out`, breadth first from the initial one;
-    // each(configurations done, rows so far) after each configuration (it may throw to stop).
+    // each(configurations done, rows so far, repeated ones counted) after each configuration (it may
+    // throw to stop).
     // The token sets are this store's (s_kind ... s_words through the grammar's views).
     void explore(EagerRows& out, const std::function<void(size_t, size_t)>& each);
     size_t configs_built() const { return n_built_; }

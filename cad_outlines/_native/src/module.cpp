@@ -275,7 +275,7 @@ static void bind_lazy_store(nb::class_<PyGrammar>& cls) {
                  const Grammar& g = p.g;
                  nb::dict d;
 #define OUT(name) d[#name] = to_numpy(std::move(rows.name))
-                 OUT(numbered); OUT(visited); OUT(row_off); OUT(label_off); OUT(labels); OUT(row_ent); OUT(row_set);
+                 OUT(numbered); OUT(visited); OUT(same_as); OUT(row_off); OUT(label_off); OUT(labels); OUT(row_ent); OUT(row_set);
 #undef OUT
 #define OUT(name) d[#name] = view_copy(g.name)
                  OUT(s_kind); OUT(s_off); OUT(s_len); OUT(s_ids); OUT(s_words);
@@ -285,7 +285,8 @@ static void bind_lazy_store(nb::class_<PyGrammar>& cls) {
              "Build the rows of every configuration reachable from the initial one by whole tokens (the eager "
              "store; store/native_store.py): a dict of numpy arrays, numbered (automaton states in the order the "
              "store numbers its configurations), visited (in the order built), CSR rows per visited configuration "
-             "(row_off; per row label_off/labels, row_ent an e_off id, row_set) and the token sets (s_*). "
+             "(row_off; per row label_off/labels, row_ent an e_off id, row_set; a configuration whose rows equal an "
+             "earlier one's has none here and same_as names that one, else -1) and the token sets (s_*). "
              "each(configurations done, rows so far) is called after every configuration; what it raises stops "
              "the walk.");
 }

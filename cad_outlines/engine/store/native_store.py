@@ -126,6 +126,7 @@ def build_mask_store(g: CompiledGrammar, progress: Callable[[int, int], None] | 
 
     with _clock(timings, "token-level index"):
         got = native.explore(each)
+    del native, flat  # the native store's own copy of the rows and sets (memory: `got` holds what is kept)
     with _clock(timings, "store rows"):
         store = _mask_store(got, graph, V)
         table = ConfigTable()
@@ -158,8 +159,12 @@ def _mask_store(got: dict[str, np.ndarray], graph: LexerGraph, V: int) -> MaskSt
     new_id = np.full(len(got["s_kind"]), -1, dtype=np.int64)
     new_id[used] = np.arange(len(used))
     sids = new_id[row_set].tolist()
+    same_as = got["same_as"].tolist()
     rows: list[list[Row]] = [[] for _ in numbered]
     for v, s in enumerate(visited):
+        if same_as[v] >= 0:  # the same rows as an earlier configuration: one list (MaskStore.shared)
+            rows[id_of[s]] = rows[id_of[visited[same_as[v]]]]
+            continue
         rows[id_of[s]] = [(tuple(labels[label_off[r] : label_off[r + 1]]), entered[row_ent[r]], sids[r])
                           for r in range(row_off[v], row_off[v + 1])]
     set_ids, negated = _sets(got, used.tolist(), V)

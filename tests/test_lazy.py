@@ -89,6 +89,15 @@ def test_the_native_walk_stops_when_its_callback_raises(vocab):
     with pytest.raises(KeyboardInterrupt, match="stop"):
         lazy.native.explore(each)
     assert [d for d, _ in calls] == [1, 2, 3] and calls[-1][1] > 0
+    # after masks built some rows (and the stopped walk others), a whole walk numbers and builds as a fresh one
+    m = Matcher(lazy)
+    for tok in encode(vocab, b"def f(x):\n    return x\n"):
+        m.allowed_mask()
+        m.advance(tok)
+    fresh = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    a, b = lazy.native.explore(lambda *_: None), fresh.native.explore(lambda *_: None)
+    for name in ("numbered", "visited", "same_as", "row_off", "labels", "row_ent"):
+        assert np.array_equal(a[name], b[name]), name
     eager = compile_grammar(JSON, vocab, cache=False, progress=False)
     with pytest.raises(ValueError, match="needs a lazy grammar"):
         eager.native.explore(each)

@@ -575,9 +575,13 @@ void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)
     while (!wave.empty()) {
         next.clear();
         for (int32_t q : wave) {
-            const size_t n_walks = prepare(q);
-            for (size_t i = 0; i < n_walks; ++i)
-                for (int32_t s : ends(walks_[i].part)) number(s);
+            prepare(q);
+            // the Python builder walked each part the first time a configuration needed it, in
+            // this order, numbering its end states as it went (whether or not a lazy build walked
+            // the part before this call)
+            for (const Hyp& hyp : hyps_)
+                if (ends_of.find(hyp.part) == ends_of.end())
+                    for (int32_t s : ends(hyp.part)) number(s);
             key.clear();
             for (const Hyp& hyp : hyps_) {
                 key.push_back({hyp.lead, hyp.part});

@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 DEFAULT_GRAMMARS = ("json", "sql", "copy_edit", "python", "lark:examples/json.lark", "lark:python.lark@file_input")
@@ -75,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="shipped grammar names, or lark:PATH under the shared data's grammars/lark; @START "
                              "names a start rule")
     parser.add_argument("--tokenizers", default="qwen2.5,gpt2", help="folders in the shared data's tokenizers/")
-    parser.add_argument("--data", type=Path, default=None, help="the shared data folder (default: as the studies find it)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="the shared data folder (default: as the studies find it)")
     args = parser.parse_args(argv)
     grammars, tokenizers = args.grammars.split(","), args.tokenizers.split(",")
     if args.data is None:

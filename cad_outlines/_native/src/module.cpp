@@ -275,7 +275,8 @@ static void bind_lazy_store(nb::class_<PyGrammar>& cls) {
                  const Grammar& g = p.g;
                  nb::dict d;
 #define OUT(name) d[#name] = to_numpy(std::move(rows.name))
-                 OUT(numbered); OUT(visited); OUT(same_as); OUT(row_off); OUT(label_off); OUT(labels); OUT(row_ent); OUT(row_set);
+                 OUT(numbered); OUT(visited); OUT(same_as); OUT(row_off); OUT(label_off); OUT(labels); OUT(row_ent);
+                 OUT(row_set);
 #undef OUT
 #define OUT(name) d[#name] = view_copy(g.name)
                  OUT(s_kind); OUT(s_off); OUT(s_len); OUT(s_ids); OUT(s_words);

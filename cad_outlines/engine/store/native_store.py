@@ -77,8 +77,8 @@ def _configs_of(arrays: dict[str, np.ndarray]) -> list[Config]:
     off = arrays["l_auto_off"].astype(np.int64)
     owner, state = arrays["c_owner"].tolist(), arrays["c_state"].tolist()
     cons, cons_off = arrays["c_cons"], arrays["c_cons_off"].tolist()
-    term = (np.searchsorted(off, cons, side="right") - 1).tolist()
-    local = (cons - off[np.searchsorted(off, cons, side="right") - 1]).tolist() if len(cons) else []
+    owner_of = np.searchsorted(off, cons, side="right") - 1  # the terminal automaton holding each global state
+    term, local = owner_of.tolist(), (cons - off[owner_of]).tolist()
     offs = off.tolist()
     out = []
     for q in range(len(owner)):
@@ -116,7 +116,7 @@ def build_mask_store(g: CompiledGrammar, progress: Callable[[int, int], None] | 
         arrays, meta = dict(graph.arrays), dict(graph.meta)
         meta.update(lazy=True, vocab_size=V, n_words=(V + 31) // 32, n_rows=None, n_configs=total)
         flat = flatten_lazy(g, (arrays, meta))
-        native = flat_native(g, flat)
+        native = _native_grammar(g, flat)
 
     def each(done: int, rows: int) -> None:
         check_deadline("the mask store")
@@ -137,7 +137,7 @@ def build_mask_store(g: CompiledGrammar, progress: Callable[[int, int], None] | 
     return store
 
 
-def flat_native(g: CompiledGrammar, flat):
+def _native_grammar(g: CompiledGrammar, flat):
     """The native grammar of a lazy flat grammar (its vocabulary trie shared)."""
     from ..._native import core
 

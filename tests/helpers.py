@@ -4,7 +4,7 @@ no tokenizer files. Test modules import these from here, never from each other."
 from __future__ import annotations
 
 from cad_outlines.engine.reference.lexer_run import run_lexer
-from cad_outlines.engine.store.lexer_index import TokenBytes, _Indexer
+from cad_outlines.engine.reference.store_builder import TokenBytes, _Indexer
 from cad_outlines.engine.vocabulary import Vocabulary
 
 JSON = r"""

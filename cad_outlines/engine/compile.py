@@ -24,8 +24,8 @@ from .frontend.grammar_load import LoadedGrammar, load_rules, postlexer
 from .frontend.lalr import parse_tables
 from .store.grammar_analysis import GrammarAnalysis, LRGame
 from .store.lexer import ConfigTable, Lexer
-from .store.lexer_index import TokenBytes
-from .store.mask_store import MaskStore, build_mask_store
+from .store.mask_store import MaskStore
+from .store.native_store import build_mask_store
 from .frontend.parse_tables import IndentTracker
 from .store.streamline import streamline as streamline_store
 from .store.lexer import lexer_spec_from_lark
@@ -310,15 +310,14 @@ def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
             store = _load(spath, lexer)
     else:
         if path is not None and path.is_file():
-            prof.skip(3)
+            prof.skip(2)  # the store's three phases, but this load
             with prof.phase("load store"):
                 store = _load(path, lexer)
         else:
-            with prof.phase("token bytes"):
-                tokens = TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids)
             update, close = _progress_bar() if progress else (None, None)
             timings: dict = {}
-            store = build_mask_store(lexer, tokens, vocab.size, progress=update, timings=timings)
+            unstored = CompiledGrammar(vocab, lexer, None, tables, indenter, fingerprint)
+            store = build_mask_store(unstored, progress=update, timings=timings)
             if close is not None:
                 close()
             for name in ("lexer configurations", "token-level index", "store rows"):
@@ -360,8 +359,7 @@ def _load(path: Path, lexer: Lexer) -> MaskStore:
     table = ConfigTable()
     for c in store.configs:
         table.id(c)
-    lexer.table = table
-    lexer.initial = 0
+    lexer.use_table(table)
     return store
 
 

@@ -19,7 +19,7 @@ __all__ = ["Phase", "CompileProfile", "COLD_PHASES", "peak_rss_mib"]
 
 # The phases of a cold, streamlined compile, in order (the progress bar's total). A compile with
 # streamline=False saves its raw store ("save store") instead of the streamlining phases.
-COLD_PHASES = ("lark load", "terminal DFAs", "parse tables", "token bytes", "lexer configurations",
+COLD_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations",
                "token-level index", "store rows", "grammar analysis", "streamline: interchangeable",
                "streamline: one-hop successors", "streamline: pairwise always/never",
                "streamline: whole sequences", "streamline: merge sets", "save streamlined store", "flat arrays")

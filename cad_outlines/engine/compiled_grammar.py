@@ -19,8 +19,6 @@ __all__ = ["CompiledGrammar", "ObjectsNotLoadedError"]
 class ObjectsNotLoadedError(CadOutlinesError, AttributeError):
     """A Python object of a compiled grammar (``store``, ``lexer``, ...) read before :meth:`CompiledGrammar.load_objects`."""
 
-_VOCAB_TRIES: dict[str, object] = {}  # vocabulary content hash -> native VocabTrie
-
 
 class CompiledGrammar:
     """Everything a :class:`~cad_outlines.engine.matcher.Matcher` needs; immutable once
@@ -143,12 +141,9 @@ class CompiledGrammar:
     def vocab_trie(self):
         """The native byte trie of this vocabulary, built once per process and shared by
         every lazy grammar of the vocabulary (keyed by its content hash)."""
-        trie = _VOCAB_TRIES.get(self.vocab.content_hash)
-        if trie is None:
-            flat = self.flat
-            trie = self.native_module.VocabTrie(flat["v_bytes_off"], flat["v_bytes"], flat["v_allowed"])
-            _VOCAB_TRIES[self.vocab.content_hash] = trie
-        return trie
+        from .store.flat_grammar import vocab_trie
+
+        return vocab_trie(self.vocab.content_hash, self.flat)
 
     @functools.cached_property
     def byte_token_ids(self) -> np.ndarray:

@@ -1,6 +1,7 @@
 #include "lazy_store.h"
 
 #include <algorithm>
+#include <map>
 
 #include "batch.h"
 #include "hash.h"
@@ -321,16 +322,14 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
     return sid;
 }
 
-void LazyStore::build(int32_t q) {
-    if (root_[q] >= 0) return;
+size_t LazyStore::prepare(int32_t q) {
     // the hypotheses q's first bytes reach, and the walks of the tokens after them
     const int32_t tab = g_.tab_len;
     hyps_.clear();
     size_t n_walks = 0, walk_nodes = 0;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
-        const int64_t k = int64_t(q) * 256 + b;
-        for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
+        in_lexer_order(int64_t(q) * 256 + b, [&](int64_t e) {
             const uint8_t kind = a_.kind[e];
             int32_t acc = 0;
             bool absolute = false;
@@ -343,7 +342,7 @@ void LazyStore::build(int32_t q) {
             }
             int32_t lead = -1;
             if (a_.ends_nl[e]) {
-                if (acc < 0) continue;
+                if (acc < 0) return;
                 if (a_.lab[e] >= 0) lead = INDENT_BASE + 2 * acc + int32_t(absolute);
                 acc = 0, absolute = false;
             } else if (a_.lab[e] >= 0) {
@@ -363,7 +362,7 @@ void LazyStore::build(int32_t q) {
                 walk_nodes += w.nodes;
             }
             hyps_.push_back({lead, &at->second});
-        }
+        });
     }
     // the walks not done before: independent, so on the pool when they are many (the largest
     // first); kept in this order whatever ran first
@@ -377,6 +376,12 @@ void LazyStore::build(int32_t q) {
         for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
     }
     for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
+    return n_walks;
+}
+
+void LazyStore::build(int32_t q) {
+    if (root_[q] >= 0) return;
+    prepare(q);
     // the same walks with the same leading labels as a configuration built before: its rows
     uint64_t h = FNV_OFFSET;
     for (const Hyp& hyp : hyps_) h = (h ^ (uint64_t(uintptr_t(hyp.part)) * 31 + uint32_t(hyp.lead))) * FNV_PRIME;
@@ -404,9 +409,9 @@ void LazyStore::build(int32_t q) {
     refresh_views();
 }
 
-void LazyStore::compose(int32_t q) {
-    // 1. every token's outcomes from q as rows (labels emitted, entered id) -> groups; each
-    //    label sequence is a node of the trie the rows are stored in
+void LazyStore::gather() {
+    // every token's outcomes from the hypotheses in hyps_ as rows (labels emitted, entered
+    // id) -> groups; each label sequence is a node of a trie (nodes_)
     nodes_.assign(1, {-1, -1});
     row_at_.clear();
     rows_.clear();
@@ -425,10 +430,17 @@ void LazyStore::compose(int32_t q) {
     }
     for (int32_t eid : touched_) node_at_[eid] = -1;
     touched_.clear();
-    // 2. each node's children by label, and the nodes in preorder: the order of their label
-    //    sequences
+}
+
+void LazyStore::order_nodes() {
+    // each node's children by label, and the nodes in preorder: the order of their label sequences
     const int32_t n_nodes = int32_t(nodes_.size());
-    std::vector<int32_t> kids(size_t(n_nodes) - 1), kid_off(size_t(n_nodes) + 1, 0), rank(n_nodes);
+    kids_.assign(size_t(n_nodes) - 1, 0);
+    kid_off_.assign(size_t(n_nodes) + 1, 0);
+    rank_.assign(size_t(n_nodes), 0);
+    auto& kids = kids_;
+    auto& kid_off = kid_off_;
+    auto& rank = rank_;
     for (int32_t v = 1; v < n_nodes; ++v) kids[v - 1] = v;
     std::sort(kids.begin(), kids.end(), [&](int32_t x, int32_t y) { return nodes_[x] < nodes_[y]; });
     for (int32_t v = 1; v < n_nodes; ++v) ++kid_off[nodes_[v].first + 1];
@@ -440,6 +452,18 @@ void LazyStore::compose(int32_t q) {
         rank[v] = r;
         for (int32_t c = kid_off[v + 1]; c-- > kid_off[v];) stack.push_back(kids[c]);
     }
+}
+
+void LazyStore::compose(int32_t q) {
+    // 1. every token's outcomes from q as rows (labels emitted, entered id) -> groups; each
+    //    label sequence is a node of the trie the rows are stored in
+    gather();
+    // 2. the nodes in the order of their label sequences
+    order_nodes();
+    const int32_t n_nodes = int32_t(nodes_.size());
+    const auto& kids = kids_;
+    const auto& kid_off = kid_off_;
+    const auto& rank = rank_;
     // 3. rows in the order of their (labels, entered id), as they were interned before: one
     //    merged set of those needing no parser question, the rest by node
     std::sort(rows_.begin(), rows_.end(), [&](const Row& x, const Row& y) {
@@ -482,6 +506,103 @@ void LazyStore::compose(int32_t q) {
         }
         edge_off_.push_back(int32_t(edge_elem_.size()));
     }
+}
+
+void LazyStore::eager_rows(EagerRows& out) {
+    // the rows of hyps_ one by one, in the order of their (labels, entered labels)
+    gather();
+    order_nodes();
+    const auto& rank = rank_;
+    const int32_t* el = g_.e_labels.p;
+    std::sort(rows_.begin(), rows_.end(), [&](const Row& x, const Row& y) {
+        if (rank[x.node] != rank[y.node]) return rank[x.node] < rank[y.node];
+        return std::lexicographical_compare(el + g_.e_off[x.ent], el + g_.e_off[x.ent + 1], el + g_.e_off[y.ent],
+                                            el + g_.e_off[y.ent + 1]);
+    });
+    std::vector<int32_t> seq;
+    for (const Row& row : rows_) {
+        groups_.clear();
+        for (int32_t h = row.head; h >= 0; h = hits_[h].next) groups_.push_back(hits_[h].grp);
+        out.row_ent.push_back(row.ent);
+        out.row_set.push_back(intern_union(groups_));
+        seq.clear();
+        for (int32_t v = row.node; v > 0; v = nodes_[v].first) seq.push_back(nodes_[v].second);
+        out.labels.insert(out.labels.end(), seq.rbegin(), seq.rend());
+        out.label_off.push_back(int64_t(out.labels.size()));
+    }
+    out.row_off.push_back(int64_t(out.row_ent.size()));
+}
+
+void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)>& each) {
+    const size_t n = g_.n_configs();
+    std::vector<uint8_t> numbered(n, 0), seen(n, 0);
+    auto number = [&](int32_t s) {
+        if (!numbered[s]) numbered[s] = 1, out.numbered.push_back(s);
+    };
+    // The Python builder's number of each state (its byte automaton was found depth first: a
+    // stack, successors numbered as met byte by byte): a part's end states in that order are
+    // the order it met them in (its walks are grouped by end state).
+    std::vector<int32_t> py_id(n, -1), stack{0};
+    py_id[0] = 0;
+    int32_t next_id = 1;
+    while (!stack.empty()) {
+        const int32_t c = stack.back();
+        stack.pop_back();
+        for (int b = 0; b < 256; ++b)
+            in_lexer_order(int64_t(c) * 256 + b, [&](int64_t e) {
+                const int32_t t = a_.nxt[e];
+                if (py_id[t] < 0) py_id[t] = next_id++, stack.push_back(t);
+            });
+    }
+    std::unordered_map<const std::vector<Group>*, std::vector<int32_t>> ends_of;
+    auto ends = [&](const std::vector<Group>* part) -> const std::vector<int32_t>& {
+        auto [it, fresh] = ends_of.try_emplace(part);
+        if (fresh) {
+            auto& v = it->second;
+            for (const Group& grp : *part) v.push_back(grp.end);
+            std::sort(v.begin(), v.end(), [&](int32_t x, int32_t y) { return py_id[x] < py_id[y]; });
+            v.erase(std::unique(v.begin(), v.end()), v.end());
+        }
+        return it->second;
+    };
+    // configurations with the same hypotheses have the same rows: copied from the first
+    std::map<std::vector<std::pair<int32_t, const void*>>, size_t> same;
+    std::vector<std::pair<int32_t, const void*>> key;
+    number(0);
+    seen[0] = 1;
+    std::vector<int32_t> wave{0}, next;
+    size_t done = 0, n_rows = 0;
+    while (!wave.empty()) {
+        next.clear();
+        for (int32_t q : wave) {
+            prepare(q);
+            // the Python builder walked each part the first time a configuration needed it, in
+            // this order, numbering its end states as it went (whether or not a lazy build walked
+            // the part before this call)
+            for (const Hyp& hyp : hyps_)
+                if (ends_of.find(hyp.part) == ends_of.end())
+                    for (int32_t s : ends(hyp.part)) number(s);
+            key.clear();
+            for (const Hyp& hyp : hyps_) {
+                key.push_back({hyp.lead, hyp.part});
+                for (int32_t s : ends(hyp.part))
+                    if (!seen[s]) seen[s] = 1, next.push_back(s);
+            }
+            auto [at, fresh] = same.try_emplace(key, out.visited.size());
+            if (fresh) {
+                eager_rows(out);
+                out.same_as.push_back(-1);
+            } else {  // the rows of visited configuration at->second, not repeated
+                out.row_off.push_back(out.row_off.back());
+                out.same_as.push_back(int32_t(at->second));
+            }
+            out.visited.push_back(q);
+            n_rows += size_t(out.row_off[at->second + 1] - out.row_off[at->second]);
+            each(++done, n_rows);
+        }
+        wave.swap(next);
+    }
+    refresh_views();
 }
 
 void LazyStore::refresh_views() {

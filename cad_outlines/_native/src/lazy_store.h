@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <shared_mutex>
 #include <unordered_map>
@@ -36,12 +37,30 @@ struct ByteAutomatonView {
     View<int32_t> c_ent;                     // per state: entered-label set id (-1: cannot end)
 };
 
+// The rows of every configuration reachable from the initial one by whole tokens, one by one
+// (not merged into a trie): the eager mask store (engine/store/native_store.py), numbered as
+// the Python builder (engine/reference/store_builder.py) numbers it.
+struct EagerRows {
+    std::vector<int32_t> numbered;      // automaton states in the order the store numbers its configurations
+    std::vector<int32_t> visited;       // automaton states in the order their rows were built (breadth first)
+    std::vector<int64_t> row_off{0};    // per visited configuration: its rows, in (labels, entered) order
+    std::vector<int32_t> same_as;       // per visited configuration: the one it has the same rows as (its
+                                        // rows are not repeated: none in row_off), or -1
+    std::vector<int64_t> label_off{0};  // per row: its emitted labels
+    std::vector<int32_t> labels, row_ent, row_set;  // row_ent: an e_off id; row_set: a set id of the store
+};
+
 class LazyStore {
 public:
     LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie);
     // Build the rows of configuration `cfg` if not built yet (caller holds mu exclusively).
     void build(int32_t cfg);
     bool built(int32_t cfg) const { return root_[cfg] >= 0; }
+    // Every reachable configuration's rows into `out`, breadth first from the initial one;
+    // each(configurations done, rows so far, repeated ones counted) after each configuration (it may
+    // throw to stop).
+    // The token sets are this store's (s_kind ... s_words through the grammar's views).
+    void explore(EagerRows& out, const std::function<void(size_t, size_t)>& each);
     size_t configs_built() const { return n_built_; }
     size_t walked_nodes() const { return walked_; }
     mutable std::shared_mutex mu;  // readers: masks and advances; writer: build
@@ -103,7 +122,30 @@ private:
         int32_t cfg;
         int32_t hyps_off, n_hyps;  // its hypotheses in composed_hyps_
     };
+    // The hypotheses of cfg's first bytes into hyps_, their new walks done (walks_[0 .. n),
+    // n returned, in the order first met).
+    size_t prepare(int32_t cfg);
+    void gather();       // the rows of hyps_ (rows_, hits_), their label sequences as nodes_
+    void order_nodes();  // kids_, kid_off_ and rank_ (preorder: label-sequence order) of nodes_
     void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done
+    // f(edge) for the edges of (state, byte) k = state * 256 + byte in the Python lexer's
+    // order (reference/store_builder.py, Lexer.step): a lexeme going on before the same lexeme
+    // ending on that byte. The native lexer lists the ending first (lexer.cpp Lexer::after): a
+    // live successor whose state has a label follows its ending partner, and is taken first.
+    template <class F>
+    void in_lexer_order(int64_t k, F&& f) const {
+        const int64_t hi = a_.ptr[k + 1];
+        for (int64_t e = a_.ptr[k]; e < hi; ++e) {
+            const int32_t t = e + 1 < hi ? a_.nxt[e + 1] : -1;
+            if (t >= 0 && g_.c_owner[t] != -1 && g_.l_label[g_.c_state[t]] >= 0) {
+                f(e + 1);
+                f(e++);
+            } else {
+                f(e);
+            }
+        }
+    }
+    void eager_rows(EagerRows& out);  // the rows of hyps_ one by one
     void walk(Walk& w) const;
     // The byte classes (byte_class) on all of whose bytes a hypothesis in `state` stays as it
     // is: one edge, back to the state, no label, outside NEWLINE. Computed on first need
@@ -157,6 +199,7 @@ private:
     std::vector<Walk> walks_;
     std::vector<int32_t> by_size_;  // walks, the largest first
     std::vector<int32_t> local_;    // a walk's eid -> the store's
+    std::vector<int32_t> kids_, kid_off_, rank_;  // order_nodes
 };
 
 }  // namespace cad

@@ -15,6 +15,7 @@
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "batch.h"
 #include "byte_automaton.h"
@@ -186,13 +187,13 @@ struct ReadLocks {
     explicit ReadLocks(Matcher& m) : ReadLocks(std::vector<Matcher*>{&m}.data(), 1) {}
 };
 
-}  // namespace cad
+using I64 = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Tab = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using Blk = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
-using namespace cad;
-
-NB_MODULE(_core, m) {
-    m.doc() = "cad_outlines' compiled decode-time core (see docs/engine_runtime.md)";
-
+// The vocabulary's byte trie (vocab_trie.h), shared by lazy grammars.
+static void bind_vocab_trie(nb::module_& m) {
     using Bytes = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
     using Offs = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
     using Bits = nb::ndarray<const uint32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -206,8 +207,11 @@ NB_MODULE(_core, m) {
              "The vocabulary's byte trie (a grammar's v_bytes_off, v_bytes, v_allowed), shared by lazy grammars.")
         .def_prop_ro("n_nodes", &VocabTrie::size)
         .def_prop_ro("n_tokens", &VocabTrie::n_tokens);
+}
 
-    nb::class_<PyGrammar>(m, "Grammar")
+// The grammar over flat arrays (grammar.h).
+static nb::class_<PyGrammar> bind_grammar(nb::module_& m) {
+    return nb::class_<PyGrammar>(m, "Grammar")
         .def("__init__", [](PyGrammar* self, nb::dict arrays, nb::dict meta, std::shared_ptr<VocabTrie> trie) {
                  new (self) PyGrammar();
                  try {
@@ -220,8 +224,18 @@ NB_MODULE(_core, m) {
         .def_prop_ro("vocab_size", [](const PyGrammar& p) { return p.g.vocab_size; })
         .def_prop_ro("n_words", [](const PyGrammar& p) { return p.g.n_words; })
         .def_prop_ro("n_configs", [](const PyGrammar& p) { return p.g.n_configs(); })
-        .def_prop_ro("lazy", [](const PyGrammar& p) { return bool(p.lazy); })
-        .def_prop_ro("configs_built", [](const PyGrammar& p) {
+        .def_prop_ro("lazy", [](const PyGrammar& p) { return bool(p.lazy); });
+}
+
+// A copy of a grammar view as a numpy array.
+template <class T>
+static nb::object view_copy(const View<T>& v) {
+    return to_numpy(std::vector<T>(v.p, v.p + v.n));
+}
+
+// The store built by the native core (lazy_store.h): rows on first use, or all of them (explore).
+static void bind_lazy_store(nb::class_<PyGrammar>& cls) {
+    cls.def_prop_ro("configs_built", [](const PyGrammar& p) {
                  if (!p.lazy) return p.g.n_configs();
                  std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
                  return p.lazy->configs_built();
@@ -250,8 +264,36 @@ NB_MODULE(_core, m) {
                  nb::gil_scoped_release release;
                  std::unique_lock<std::shared_mutex> lk(p.lazy->mu);
                  p.lazy->build(cfg);
-             }, "cfg"_a, "Build one configuration's rows now (a lazy grammar; no-op otherwise).");
+             }, "cfg"_a, "Build one configuration's rows now (a lazy grammar; no-op otherwise).")
+        .def("explore", [](PyGrammar& p, nb::callable each) {
+                 if (!p.lazy) throw std::invalid_argument("explore needs a lazy grammar (the byte automaton)");
+                 EagerRows rows;
+                 {
+                     std::unique_lock<std::shared_mutex> lk(p.lazy->mu);
+                     p.lazy->explore(rows, [&](size_t done, size_t n_rows) { each(done, n_rows); });
+                 }
+                 const Grammar& g = p.g;
+                 nb::dict d;
+#define OUT(name) d[#name] = to_numpy(std::move(rows.name))
+                 OUT(numbered); OUT(visited); OUT(same_as); OUT(row_off); OUT(label_off); OUT(labels); OUT(row_ent);
+                 OUT(row_set);
+#undef OUT
+#define OUT(name) d[#name] = view_copy(g.name)
+                 OUT(s_kind); OUT(s_off); OUT(s_len); OUT(s_ids); OUT(s_words);
+#undef OUT
+                 return d;
+             }, "each"_a,
+             "Build the rows of every configuration reachable from the initial one by whole tokens (the eager "
+             "store; store/native_store.py): a dict of numpy arrays, numbered (automaton states in the order the "
+             "store numbers its configurations), visited (in the order built), CSR rows per visited configuration "
+             "(row_off; per row label_off/labels, row_ent an e_off id, row_set; a configuration whose rows equal an "
+             "earlier one's has none here and same_as names that one, else -1) and the token sets (s_*). "
+             "each(configurations done, rows so far) is called after every configuration; what it raises stops "
+             "the walk.");
+}
 
+// The matcher (matcher.h).
+static void bind_matcher(nb::module_& m) {
     nb::class_<Matcher>(m, "Matcher")
         .def("__init__", [](Matcher* self, const PyGrammar& pg) { new (self) Matcher(pg.g); }, "grammar"_a,
              nb::keep_alive<1, 2>())
@@ -298,6 +340,10 @@ NB_MODULE(_core, m) {
              }, "The live lexer configurations: (store config, labels beyond the committed parser, indentation).")
         .def("copy", [](const Matcher& self) { return new Matcher(self); }, nb::rv_policy::take_ownership);
 
+}
+
+// Batched masks on the thread pool (batch.h).
+static void bind_batch(nb::module_& m) {
     m.def("fill_batch", [](std::vector<Matcher*> matchers, Words out, std::vector<int64_t> rows) {
               if (matchers.size() != rows.size()) throw std::invalid_argument("one row index per matcher");
               if (matchers.empty()) return;
@@ -336,8 +382,10 @@ NB_MODULE(_core, m) {
           "released.");
     m.def("pool_threads", &pool_threads);
 
-    using I64 = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
-    using I32 = nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+}
+
+// The LALR(1) table builder (lalr.h).
+static void bind_lalr(nb::module_& m) {
     m.def("build_lalr", [](const I32& is_term, const I32& origin, const I32& rhs_off, const I32& rhs,
                            const I32& priority, int32_t start) {
               if (is_term.size() == 0 || rhs_off.size() != origin.size() + 1 || priority.size() != origin.size() ||
@@ -373,6 +421,10 @@ NB_MODULE(_core, m) {
           "reductions (reduce_off, "
           "reduce_term, reduce_rule), unresolved reduce/reduce collisions (collision_state, collision_term, "
           "CSR collision_off/collision_rules) and the count of shift/reduce conflicts resolved as shift (an int).");
+}
+
+// Terminal automata (dfa.h).
+static void bind_dfa(nb::module_& m) {
     m.def("utf8_expand", [](const I64& iv_off, const I64& lo, const I64& hi, const I32& tgt) {
               const size_t n = iv_off.shape(0) - 1;
               if (iv_off.shape(0) < 1 || lo.shape(0) != hi.shape(0) || lo.shape(0) != tgt.shape(0) ||
@@ -387,8 +439,6 @@ NB_MODULE(_core, m) {
           }, "iv_off"_a, "lo"_a, "hi"_a, "tgt"_a,
           "A code-point DFA's byte table (see dfa.h): per state s the sorted disjoint intervals "
           "[lo, hi) -> tgt in CSR iv_off. Returns the int32 (m x 256) table as bytes.");
-    using Tab = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
-    using Blk = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
     m.def("minimize_dfa", [](const Tab& trans, const I64& label, std::optional<Blk> block) {
               const size_t m = trans.shape(0);
               if (trans.shape(1) != 256 || label.shape(0) != m || m == 0 ||
@@ -448,7 +498,27 @@ NB_MODULE(_core, m) {
           }, "trans"_a, "label"_a, "block"_a.none(),
           "A terminal DFA as the lexer's tables (see dfa.h): (m, trans, label, live, block, blocked, shadow), "
           "flat numpy arrays over the m + 1 states (uint8 for the flags).");
+}
+
+// The lexer's configurations as a byte automaton (byte_automaton.h).
+static void bind_lexer(nb::module_& m) {
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");
+}
+
+}  // namespace cad
+
+using namespace cad;
+
+NB_MODULE(_core, m) {
+    m.doc() = "cad_outlines' compiled decode-time core (see docs/engine_runtime.md)";
+    bind_vocab_trie(m);
+    auto grammar = bind_grammar(m);
+    bind_lazy_store(grammar);
+    bind_matcher(m);
+    bind_batch(m);
+    bind_lalr(m);
+    bind_dfa(m);
+    bind_lexer(m);
 }

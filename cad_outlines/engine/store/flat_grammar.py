@@ -56,13 +56,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import CacheFileError
-from .lexer import BOUNDARY, INDENT_BASE
+from ...limits import active_limits, check_limit
+from .lexer import BOUNDARY, INDENT_BASE, LexerSpec
 from ..frontend.parse_tables import END
 
 if TYPE_CHECKING:
     from ..compiled_grammar import CompiledGrammar
 
-__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "lazy_lexer_arrays", "FLAT_MAGIC", "FlatFileError"]
+__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "lazy_lexer_arrays", "spec_automaton_arrays", "vocab_trie",
+           "FLAT_MAGIC", "FlatFileError"]
 
 FLAT_MAGIC = b"CADFLAT1"
 _ALIGN = 64
@@ -194,7 +196,10 @@ def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
 
 
 def _lexer_arrays(g: CompiledGrammar, out: dict, meta: dict) -> list[int]:
-    spec = g.lexer.spec
+    return _spec_arrays(g.lexer.spec, out, meta)
+
+
+def _spec_arrays(spec: LexerSpec, out: dict, meta: dict) -> list[int]:
     autos = spec.automata
     sizes = [a.trans.shape[0] for a in autos]
     off = np.zeros(len(autos) + 1, dtype=np.int64)
@@ -386,15 +391,44 @@ def lazy_lexer_arrays(g: CompiledGrammar) -> tuple[dict[str, np.ndarray], dict]:
     (``c_*``, ``c_ent``, ``e_*``, ``a_*``), built by the native core
     (``_native/src/byte_automaton.cpp``) from the terminal automata alone: `g` needs its
     lexer's spec, not its configuration table."""
+    out, meta = spec_automaton_arrays(g.lexer.spec)
+    meta.update(lazy=True, vocab_size=g.vocab_size, n_words=(g.vocab_size + 31) // 32, n_rows=None,
+                n_configs=len(out["c_owner"]))
+    return out, meta
+
+
+def spec_automaton_arrays(spec: LexerSpec) -> tuple[dict[str, np.ndarray], dict]:
+    """A lexer spec's ``l_*`` arrays and meta plus its native byte automaton (``a_*``) and every
+    configuration's arrays (``c_*``, ``c_ent``, ``e_*``): what :func:`lazy_lexer_arrays` returns
+    before the vocabulary's meta. Stops with ``max_lexer_configs`` when the automaton has more
+    states (:mod:`cad_outlines.limits`)."""
     from ..._native import core
 
     out: dict[str, np.ndarray] = {}
     meta: dict = {}
-    _lexer_arrays(g, out, meta)
-    out.update(core().byte_automaton(out, meta))
-    meta.update(lazy=True, vocab_size=g.vocab_size, n_words=(g.vocab_size + 31) // 32, n_rows=None,
-                n_configs=len(out["c_owner"]))
+    _spec_arrays(spec, out, meta)
+    cap = active_limits().max_lexer_configs
+    try:
+        out.update(core().byte_automaton(out, meta, **({} if cap is None else {"max_states": cap})))
+    except ValueError as e:
+        if cap is None:
+            raise
+        check_limit("max_lexer_configs", cap + 1, f"lexer (byte automaton states; {e})")
     return out, meta
+
+
+_VOCAB_TRIES: dict[str, object] = {}  # vocabulary content hash -> native VocabTrie
+
+
+def vocab_trie(vocab_hash: str, flat: FlatGrammar):
+    """The native byte trie of a vocabulary (from a flat grammar's ``v_*`` arrays), built once
+    per process and shared by every grammar of the vocabulary (keyed by its content hash)."""
+    trie = _VOCAB_TRIES.get(vocab_hash)
+    if trie is None:
+        from ..._native import core
+
+        trie = _VOCAB_TRIES[vocab_hash] = core().VocabTrie(flat["v_bytes_off"], flat["v_bytes"], flat["v_allowed"])
+    return trie
 
 
 def flatten_lazy(g: CompiledGrammar, lexer: tuple[dict, dict] | None = None) -> FlatGrammar:

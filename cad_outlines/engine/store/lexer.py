@@ -244,11 +244,24 @@ class Lexer:
         self._viable: dict[int, frozenset[int]] = {}
         self._entered: dict[int, tuple[int, ...] | None] = {}
         self._viable_known: dict[Config, frozenset[int]] = {}  # precomputed (see prime_viable)
+        self._entered_known: dict[Config, tuple[int, ...] | None] = {}  # precomputed (see prime_entered)
 
     def prime_viable(self, viable: dict[Config, frozenset[int]]) -> None:
         """Take :meth:`viable_labels` answers computed for many configs at once (by
-        :meth:`~cad_outlines.engine.store.lexer_index.ByteAutomaton.viable_labels`)."""
+        :meth:`~cad_outlines.engine.reference.store_builder.ByteAutomaton.viable_labels`)."""
         self._viable_known.update(viable)
+
+    def use_table(self, table: ConfigTable) -> None:
+        """Number configurations as `table` does (a store built or loaded with its own
+        numbering; its configuration 0 is the initial one); answers cached by id are dropped."""
+        self.table, self.initial = table, 0
+        self._viable.clear()
+        self._entered.clear()
+
+    def prime_entered(self, entered: dict[Config, tuple[int, ...] | None]) -> None:
+        """Take :meth:`entered` answers computed for many configs at once (by the native byte
+        automaton: :meth:`~cad_outlines.engine.store.native_store.LexerGraph.entered`)."""
+        self._entered_known.update(entered)
 
     # -- one byte -------------------------------------------------------------------
     def _advance_cons(self, cons: Sequence[tuple[int, int]], b: int) -> tuple[tuple[int, int], ...] | None:
@@ -362,7 +375,11 @@ class Lexer:
         ignored one, ``()`` at a boundary, None if the lexeme cannot end validly."""
         if cfg_id in self._entered:
             return self._entered[cfg_id]
-        if self.table[cfg_id].owner == BOUNDARY:
+        cfg = self.table[cfg_id]
+        if cfg in self._entered_known:
+            got = self._entered[cfg_id] = self._entered_known[cfg]
+            return got
+        if cfg.owner == BOUNDARY:
             got: tuple[int, ...] | None = ()
         else:
             viable = self.viable_labels(cfg_id)

@@ -11,17 +11,14 @@ kept as sorted ids or, when denser than half the vocabulary, as the ids it lacks
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ...limits import check_limit
-from .lexer import Config, Lexer
-from .lexer_index import TokenBytes, explore
+from .lexer import Config
 
-__all__ = ["MaskStore", "Row", "SetInterner", "build_mask_store"]
+__all__ = ["MaskStore", "Row", "SetInterner"]
 
 Row = tuple[tuple[int, ...], tuple[int, ...], int]  # (emitted labels, entered labels, set id)
 
@@ -178,56 +175,3 @@ class SetInterner:
         """The id of the set of True positions of a bool mask over the vocabulary."""
         neg = int(mask.sum()) * 2 > self.vocab_size
         return self.add(np.flatnonzero(~mask if neg else mask).astype(np.int32), neg)
-
-
-def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
-                     progress: Callable[[int, int], None] | None = None, timings: dict | None = None) -> MaskStore:
-    """Explore every reachable configuration and group its tokens into rows. A row's
-    token set is a union of the indexer's shared parts; a union met before (configs
-    agreeing on every first byte) is not rebuilt. `timings`: see :func:`explore`."""
-    table_rows: dict[int, list[Row]] = {}
-    n_rows = [0]
-    sets = SetInterner(vocab_size)
-    unions: dict[bytes, int] = {}
-
-    def intern(gids: tuple[int, ...], indexer) -> int:
-        key = np.array(gids, dtype=np.int32).tobytes()  # a compact exact key (memory)
-        sid = unions.get(key)
-        if sid is None:
-            rows = np.concatenate([indexer.part_rows[g] for g in gids]) if len(gids) > 1 else indexer.part_rows[gids[0]]
-            ids = tokens.ids[rows]
-            if len(gids) > 1:
-                ids = _sorted_unique(ids)
-            neg = len(ids) * 2 > vocab_size
-            if neg:
-                full = np.ones(vocab_size, dtype=bool)
-                full[ids] = False
-                ids = np.flatnonzero(full).astype(np.int32)
-            sid = unions[key] = sets.add(ids.astype(np.int32, copy=False), neg)
-        return sid
-
-    def on_config(cfg_id: int, parts, indexer) -> None:
-        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
-        for (end, emitted), gids in parts.items():
-            entered = lexer.entered(end)
-            if entered is None:
-                continue
-            groups.setdefault((emitted, entered), []).extend(gids)
-        table_rows[cfg_id] = [(e, n, intern(tuple(sorted(set(g))), indexer)) for (e, n), g in sorted(groups.items())]
-        n_rows[0] += len(groups)
-        check_limit("max_store_rows", n_rows[0], "mask store")
-
-    explore(lexer, tokens, on_config, progress, timings)
-    n = len(lexer.table)
-    rows = [table_rows.get(q, []) for q in range(n)]
-    return MaskStore(vocab_size, list(lexer.table.configs), rows, sets.set_ids, sets.negated).shared()
-
-
-def _sorted_unique(ids: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (a sort and a neighbour comparison; numpy's unique hashes)."""
-    ids = np.sort(ids, kind="stable")
-    if len(ids) > 1:
-        dup = ids[1:] == ids[:-1]
-        if dup.any():
-            ids = ids[np.concatenate([[True], ~dup])]
-    return ids

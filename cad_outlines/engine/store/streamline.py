@@ -38,8 +38,8 @@ import numpy as np
 
 from .grammar_analysis import START, GrammarAnalysis, LRGame
 from .lexer import BOUNDARY, INDENT_BASE, Lexer
-from .lexer_index import byte_automaton
 from .mask_store import MaskStore, Row, SetInterner
+from .native_store import lexer_graph
 
 __all__ = ["StreamlineStep", "StreamlineResult", "streamline", "one_hop_only", "config_contexts", "STEPS"]
 
@@ -154,23 +154,21 @@ def _label_view(lexer: Lexer):
 def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
     """For every configuration, the labels that can come right before its current lexeme
     (:data:`START` for none): the last label any text reaching it has emitted, ignored
-    lexemes skipped. A fixpoint over the byte-level configuration graph
-    (:class:`~cad_outlines.engine.store.lexer_index.ByteAutomaton`), which holds every token
-    path, so the sets are supersets of what decoding meets."""
-    auto = byte_automaton(lexer)
-    ignored = lexer.spec.ignored
-    n = auto.n_states
-    src = np.repeat(np.arange(n), np.diff(auto.ptr).reshape(n, 256).sum(axis=1))
-    raw = np.where(np.isin(auto.raw, list(ignored)), -1, auto.raw) if ignored else auto.raw
-    edges = np.unique(np.stack([src, auto.nxt.astype(np.int64), raw]), axis=1)
+    lexemes skipped. A fixpoint over the byte-level configuration graph (the native byte
+    automaton, :class:`~cad_outlines.engine.store.native_store.LexerGraph`), which holds every
+    token path, so the sets are supersets of what decoding meets."""
+    graph = lexer_graph(lexer)
+    n = graph.n_states
+    src, nxt, lab = graph.edges()
+    edges = np.unique(np.stack([src, nxt, lab]), axis=1)
     start_bit = 1 << len(lexer.spec.labels)
     passing: list[list[int]] = [[] for _ in range(n)]  # c -> successors reached with no label
     ctx = [0] * n
-    for c, i, lab in edges.T.tolist():
-        if lab < 0:
+    for c, i, x in edges.T.tolist():
+        if x < 0:
             passing[c].append(i)
         else:
-            ctx[i] |= 1 << lab
+            ctx[i] |= 1 << x
     ctx[0] |= start_bit  # the automaton's state 0 is the lexer's initial config
     todo = [c for c in range(n) if ctx[c]]
     while todo:
@@ -180,9 +178,10 @@ def config_contexts(lexer: Lexer, configs) -> list[tuple[str, ...]]:
                 ctx[i] |= ctx[c]
                 todo.append(i)
     names = lexer.spec.labels
+    state_of = graph.state_of()
     result = []
     for cfg in configs:
-        bits = ctx[auto.table.id(cfg)]
+        bits = ctx[state_of[cfg]]
         labels = tuple(names[i] for i in range(len(names)) if bits >> i & 1)
         result.append(labels + ((START,) if bits & start_bit else ()))
     return result
@@ -244,102 +243,145 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
     their windows beyond. With `lr` (an :class:`LRGame` on the grammar's parse tables),
     always-legal answers are also proved on the LALR automaton, for whole suffixes and
     at the start of the text. With `consume`, `store`'s row lists are emptied on the way
-    (memory; the caller must not use them afterwards)."""
-    ga = analysis
-    names, nl, name = _label_view(lexer)
-    label_id = {n: i for i, n in enumerate(names)}
+    (memory; the caller must not use them afterwards).
+
+    Works on a whole store (the contexts are a fixpoint over every configuration): a lazy
+    grammar, whose rows are built one configuration at a time, is not streamlined."""
     steps = [StreamlineStep(STEPS[0], store.n_rows, 0.0, [len(r) for r in store.rows])]
-    say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    lexer.prime_viable(byte_automaton(lexer).viable_labels())
+    lexer.prime_entered(lexer_graph(lexer).entered())
     contexts = config_contexts(lexer, store.configs)
     context_s = time.perf_counter() - t0
-    rows = _Rows(store, consume)
-
-    def record(step: str, t0: float) -> None:
-        counts = rows.count()
-        steps.append(StreamlineStep(step, sum(counts), time.perf_counter() - t0, counts))
-        say(f"{step}: {sum(counts):,} rows")
-
-    # 1. interchangeable terminals
-    t0 = time.perf_counter()
-    emitted_labels = [n for i, n in enumerate(names) if i not in lexer.spec.ignored]
-    exclude = ([ga.newline] if ga.newline else []) + list(ga.brackets)
-    groups = ga.interchangeable_groups(candidates=emitted_labels, exclude=exclude)
-    canon = {}
-    for grp in groups:
-        rep = label_id[grp[0]]
-        for member in grp:
-            canon[label_id[member]] = rep
-
-    def interchange(q, e, n):
-        return tuple(canon.get(x, x) for x in e), tuple(sorted({canon.get(x, x) for x in n}))
-
-    if canon:
-        rows.rewrite(interchange, [0] * len(rows.rows))
-    record(STEPS[1], t0)
-
-    # 2. one-hop successors, in context
-    t0 = time.perf_counter()
-    _one_hop(rows, lexer, ga, contexts, context_limit)
-    record(STEPS[2], t0)
+    run = _Streamliner(_Rows(store, consume), lexer, analysis, contexts, context_limit, window, lr,
+                       progress or (lambda msg: None), steps)
+    groups = run.step(STEPS[1], run.interchangeable)
+    run.step(STEPS[2], run.one_hop)
     steps[2].seconds += context_s
+    run.find_single()
+    run.step(STEPS[3], run.pairwise)
+    n_never = run.step(STEPS[4], run.whole_sequences)
+    t0 = time.perf_counter()
+    out = run.rows.to_store()
+    steps[-1].seconds += time.perf_counter() - t0
+    return StreamlineResult(out, steps, groups, n_never, run.n_always, contexts)
 
-    # configs whose current lexeme can only be one (checked) label
-    single: dict[int, int] = {}
-    for q, cfg in enumerate(store.configs):
-        if cfg.owner == BOUNDARY:
-            continue
-        ent = lexer.entered(q)
-        if ent and len(ent) == 1 and ent[0] >= 0 and ent[0] != nl:
-            single[q] = canon.get(ent[0], ent[0])
 
-    always_memo: dict = {}
-    n_always = 0
+class _Streamliner:
+    """The steps of :func:`streamline` over one store's rows, and what they share: the label
+    names, the contexts of every configuration, the interchangeable labels' representatives
+    (`canon`), the configurations whose lexeme can only be one checked label (`single`) and
+    the always-legal answers found so far."""
 
-    def always_names(x: str | None, seq: tuple[str, ...]) -> bool:
-        """Proved always legal after x (None: at the start of the text)."""
-        nonlocal n_always
-        key = (x, seq)
-        got = always_memo.get(key)
-        if got is None:
-            n_always += 1
-            got = x is not None and len(seq) <= ga.first_k and ga.always_legal(x, seq)
-            if not got and lr is not None:
-                got = lr.always(x, seq)
-            always_memo[key] = got
+    def __init__(self, rows: _Rows, lexer: Lexer, ga: GrammarAnalysis, contexts: list[tuple[str, ...]],
+                 context_limit: int, window: int, lr: LRGame | None, say: Callable[[str], None],
+                 steps: list[StreamlineStep]):
+        self.rows, self.lexer, self.ga, self.contexts = rows, lexer, ga, contexts
+        self.context_limit, self.window, self.lr, self.say, self.steps = context_limit, window, lr, say, steps
+        self.names, self.nl, self.name = _label_view(lexer)
+        self.canon: dict[int, int] = {}
+        self.single: dict[int, int] = {}
+        self.always_memo: dict = {}
+        self.n_always = 0
+        self.qclass: list[int] = []
+
+    def step(self, name: str, fn: Callable[[], object]):
+        """Run one step and record the rows it leaves; returns what the step returns."""
+        t0 = time.perf_counter()
+        got = fn()
+        counts = self.rows.count()
+        self.steps.append(StreamlineStep(name, sum(counts), time.perf_counter() - t0, counts))
+        self.say(f"{name}: {sum(counts):,} rows")
         return got
 
-    def ok_label(x: int) -> bool:
-        return 0 <= x < INDENT_BASE and x != nl
+    # -- 1. interchangeable terminals ---------------------------------------------------------
+    def interchangeable(self) -> list[list[str]]:
+        """Labels of a group of interchangeable terminals become the group's representative."""
+        ga, names = self.ga, self.names
+        label_id = {n: i for i, n in enumerate(names)}
+        emitted_labels = [n for i, n in enumerate(names) if i not in self.lexer.spec.ignored]
+        exclude = ([ga.newline] if ga.newline else []) + list(ga.brackets)
+        groups = ga.interchangeable_groups(candidates=emitted_labels, exclude=exclude)
+        canon = self.canon
+        for grp in groups:
+            rep = label_id[grp[0]]
+            for member in grp:
+                canon[label_id[member]] = rep
 
-    def always(x: int, seq: tuple[int, ...]) -> bool:
-        if not ok_label(x) or not all(ok_label(s) for s in seq):
+        def interchange(q, e, n):
+            return tuple(canon.get(x, x) for x in e), tuple(sorted({canon.get(x, x) for x in n}))
+
+        if canon:
+            self.rows.rewrite(interchange, [0] * len(self.rows.rows))
+        return groups
+
+    # -- 2. one-hop successors ------------------------------------------------------------------
+    def one_hop(self) -> None:
+        _one_hop(self.rows, self.lexer, self.ga, self.contexts, self.context_limit)
+
+    def find_single(self) -> None:
+        """The configurations whose current lexeme can only be one (checked) label, and each
+        configuration's class: what :meth:`cut` and :meth:`never` read about it."""
+        nl = self.nl
+        for q, cfg in enumerate(self.rows.store.configs):
+            if cfg.owner == BOUNDARY:
+                continue
+            ent = self.lexer.entered(q)
+            if ent and len(ent) == 1 and ent[0] >= 0 and ent[0] != nl:
+                self.single[q] = self.canon.get(ent[0], ent[0])
+        classes: dict = {}
+        self.qclass = [classes.setdefault((self._contexts(q), self.single.get(q)), len(classes))
+                       for q in range(len(self.rows.rows))]
+
+    def _contexts(self, q: int):
+        return _contexts_or_none(self.contexts, q, self.context_limit)
+
+    # -- always legal ---------------------------------------------------------------------------
+    def always_names(self, x: str | None, seq: tuple[str, ...]) -> bool:
+        """Proved always legal after x (None: at the start of the text)."""
+        key = (x, seq)
+        got = self.always_memo.get(key)
+        if got is None:
+            self.n_always += 1
+            got = x is not None and len(seq) <= self.ga.first_k and self.ga.always_legal(x, seq)
+            if not got and self.lr is not None:
+                got = self.lr.always(x, seq)
+            self.always_memo[key] = got
+        return got
+
+    def ok_label(self, x: int) -> bool:
+        return 0 <= x < INDENT_BASE and x != self.nl
+
+    def always(self, x: int, seq: tuple[int, ...]) -> bool:
+        if not self.ok_label(x) or not all(self.ok_label(s) for s in seq):
             return False
-        return always_names(names[x], tuple(names[s] for s in seq))
+        names = self.names
+        return self.always_names(names[x], tuple(names[s] for s in seq))
 
-    def suffix_ok(e: tuple[int, ...], max_len: int) -> list[bool]:
+    def _longest(self, max_len: int) -> int:
+        return 6 if self.lr is not None and max_len > 1 else max_len
+
+    def suffix_ok(self, e: tuple[int, ...], max_len: int) -> list[bool]:
         """ok[i] (i >= 1): from label e[i-1], the rest e[i:] is always legal: chains of
         proved segments (up to `max_len` labels; any length with the LR game)."""
         m = len(e)
         ok = [False] * (m + 1)
         ok[m] = True
-        longest = 6 if lr is not None and max_len > 1 else max_len
+        longest = self._longest(max_len)
         for i in range(m - 1, 0, -1):
-            ok[i] = any(ok[i + k] and always(e[i - 1], e[i : i + k]) for k in range(1, min(longest, m - i) + 1))
+            ok[i] = any(ok[i + k] and self.always(e[i - 1], e[i : i + k]) for k in range(1, min(longest, m - i) + 1))
         return ok
 
-    def from_context(q: int, e: tuple[int, ...], ok: list[bool], max_len: int) -> bool:
+    def from_context(self, q: int, e: tuple[int, ...], ok: list[bool], max_len: int) -> bool:
         """Every context of q proves all of e always legal after it."""
-        ctx = _contexts_or_none(contexts, q, context_limit)
-        if not e or None in ctx or not all(ok_label(x) for x in e):
+        ctx = self._contexts(q)
+        if not e or None in ctx or not all(self.ok_label(x) for x in e):
             return False
-        longest = 6 if lr is not None and max_len > 1 else max_len
-        labels = tuple(names[s] for s in e)
-        return all(any(ok[k] and always_names(None if y == START else y, labels[:k])
+        longest = self._longest(max_len)
+        labels = tuple(self.names[s] for s in e)
+        return all(any(ok[k] and self.always_names(None if y == START else y, labels[:k])
                        for k in range(1, min(longest, len(e)) + 1)) for y in ctx)
 
-    def cut(q: int, e: tuple[int, ...], n: tuple[int, ...], max_len: int) -> tuple[tuple, tuple]:
+    def cut(self, q: int, e: tuple[int, ...], n: tuple[int, ...], max_len: int) -> tuple[tuple, tuple]:
         """The shortest equivalent check. With entered labels the row passes iff P·e·x
         does for some x; if for one x the check of e·x cuts back into e (to e[:j]), the
         row passes iff P·e[:j] does (every P·e·x implies it). A check proved always legal
@@ -350,51 +392,42 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
         candidates = [e] if not n else [e + (x,) for x in n]
         best = None
         for seq in candidates:
-            ok = suffix_ok(seq, max_len)
-            if from_context(q, seq, ok, max_len):
+            ok = self.suffix_ok(seq, max_len)
+            if self.from_context(q, seq, ok, max_len):
                 return (), ()
             j = next(j for j in range(1, len(seq) + 1) if ok[j]) if seq else 0
             if (not n or j <= len(e)) and (best is None or j < len(best)):
                 best = seq[:j]
         if best is None:
             return e, n
-        x = single.get(q)
+        x = self.single.get(q)
         if x is not None and best == (x,):
             return (), ()
         return best, ()
 
-    # what cut/never read about a config: its contexts and its single checked label
-    classes: dict = {}
-    qclass = [classes.setdefault((_contexts_or_none(contexts, q, context_limit), single.get(q)), len(classes))
-              for q in range(len(rows.rows))]
+    # -- 3. pairwise always / never -------------------------------------------------------------
+    def pairwise(self) -> None:
+        def pairwise(q, e, n):
+            x = self.single.get(q)
+            if x is not None and not e and x in n:
+                return (), ()
+            return self.cut(q, e, n, 1)
 
-    # 3. pairwise always / never
-    t0 = time.perf_counter()
+        self.rows.rewrite(pairwise, self.qclass)
 
-    def pairwise(q, e, n):
-        x = single.get(q)
-        if x is not None and not e and x in n:
-            return (), ()
-        return cut(q, e, n, 1)
-
-    rows.rewrite(pairwise, qclass)
-    record(STEPS[3], t0)
-
-    # 4. whole sequences: exact never-legal in context, then always-legal on longer suffixes
-    t0 = time.perf_counter()
-    queries: dict[tuple, None] = {}
-
-    def seqs_of(q, e, n):
-        base = tuple(name(x) for x in e)
+    # -- 4. whole sequences ---------------------------------------------------------------------
+    def _seqs_of(self, q: int, e: tuple[int, ...], n: tuple[int, ...]):
+        base = tuple(self.name(x) for x in e)
         for x in (n or (None,)):
-            seq = base if x is None or x < 0 else base + (name(x),)
-            for y in _contexts_or_none(contexts, q, context_limit):
+            seq = base if x is None or x < 0 else base + (self.name(x),)
+            for y in self._contexts(q):
                 if len(seq) + (y is not None and y != START) >= 3:
                     yield (seq, y)
 
-    def windows(seq: tuple[str, ...], y) -> list[tuple]:
+    def _windows(self, seq: tuple[str, ...], y) -> list[tuple]:
         """Queries deciding (seq after y): itself if short; else its windows (a window
         never legal makes the whole never legal; sound, not exact)."""
+        window = self.window
         lead = 0 if y is None or y == START else 1
         if len(seq) + lead <= window:
             return [(seq, y)]
@@ -402,37 +435,37 @@ def streamline(store: MaskStore, lexer: Lexer, analysis: GrammarAnalysis,
         out += [(seq[i : i + window], None) for i in range(1, len(seq) - window + 1)]
         return out
 
-    met: set = set()
-    for q, d in enumerate(rows.rows):
-        for e, n in d:
-            if (qclass[q], e, n) in met:
-                continue
-            met.add((qclass[q], e, n))
-            for seq, y in seqs_of(q, e, n):
-                for key in windows(seq, y):
-                    queries[key] = None
-    qlist = list(queries)
-    say(f"whole sequences: {len(qlist):,} never-legal queries")
-    answers = dict(zip(qlist, ga.never_legal_many(qlist))) if qlist else {}
+    def whole_sequences(self) -> int:
+        """Exact never-legal in context, then always-legal on longer suffixes; returns the
+        number of never-legal queries."""
+        queries: dict[tuple, None] = {}
+        met: set = set()
+        qclass = self.qclass
+        for q, d in enumerate(self.rows.rows):
+            for e, n in d:
+                if (qclass[q], e, n) in met:
+                    continue
+                met.add((qclass[q], e, n))
+                for seq, y in self._seqs_of(q, e, n):
+                    for key in self._windows(seq, y):
+                        queries[key] = None
+        qlist = list(queries)
+        self.say(f"whole sequences: {len(qlist):,} never-legal queries")
+        answers = dict(zip(qlist, self.ga.never_legal_many(qlist))) if qlist else {}
 
-    def never(q, seq: tuple[str, ...]) -> bool:
-        ctx = _contexts_or_none(contexts, q, context_limit)
-        return all(any(answers.get(k, False) for k in windows(seq, y)) for y in ctx)
+        def never(q, seq: tuple[str, ...]) -> bool:
+            return all(any(answers.get(k, False) for k in self._windows(seq, y)) for y in self._contexts(q))
 
-    def whole(q, e, n):
-        base = tuple(name(x) for x in e)
-        if n:
-            kept = tuple(x for x in n if x < 0 or not never(q, base + (name(x),)))
-            if not kept:
+        def whole(q, e, n):
+            base = tuple(self.name(x) for x in e)
+            if n:
+                kept = tuple(x for x in n if x < 0 or not never(q, base + (self.name(x),)))
+                if not kept:
+                    return None
+                n = kept
+            elif never(q, base):
                 return None
-            n = kept
-        elif never(q, base):
-            return None
-        return cut(q, e, n, ga.first_k)
+            return self.cut(q, e, n, self.ga.first_k)
 
-    rows.rewrite(whole, qclass)
-    record(STEPS[4], t0)
-    t0 = time.perf_counter()
-    out = rows.to_store()
-    steps[-1].seconds += time.perf_counter() - t0
-    return StreamlineResult(out, steps, groups, len(qlist), n_always, contexts)
+        self.rows.rewrite(whole, qclass)
+        return len(qlist)

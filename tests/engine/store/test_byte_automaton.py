@@ -10,7 +10,7 @@ from cad_outlines.engine.compile_profile import CompileProfile
 from cad_outlines.engine.compiled_grammar import CompiledGrammar
 from cad_outlines.engine.store.flat_grammar import lazy_lexer_arrays
 from cad_outlines.engine.store.lexer import BOUNDARY, Lexer
-from cad_outlines.engine.store.lexer_index import byte_automaton
+from cad_outlines.engine.reference.store_builder import byte_automaton
 from tests.helpers import JSON, ToyVocab
 from tests.helpers import LOOKAHEAD
 from tests.helpers import PY

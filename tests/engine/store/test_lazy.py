@@ -1,6 +1,10 @@
-"""Lazy grammars (``compile_grammar(..., lazy=True)``): the native core builds a lexer
-configuration's rows on first use; every mask equals the eager (streamlined) grammar's,
-batches and threads included, and the lazy file is cached and never trusted blindly."""
+"""One native store builder (``_native/src/lazy_store.cpp``) for eager and lazy grammars.
+
+Eager: the builder run to completion (``Grammar.explore``, ``store/native_store.py``) equals the
+Python reference builder (``engine/reference/store_builder.py``) row for row, configurations and
+token sets numbered alike, and stops when told to. Lazy (``compile_grammar(..., lazy=True)``): a
+lexer configuration's rows are built on first use; every mask equals the eager (streamlined)
+grammar's, batches and threads included, and the lazy file is cached and never trusted blindly."""
 
 import os
 import random
@@ -14,6 +18,9 @@ from cad_outlines import grammar_path
 from cad_outlines.engine.compile import compile_grammar, wait_for_cache_writes
 from cad_outlines.engine.compile_profile import CompileProfile
 from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch, unpack_bitmask
+from cad_outlines.engine.reference.store_builder import TokenBytes
+from cad_outlines.engine.reference.store_builder import build_mask_store as reference_store
+from cad_outlines.engine.store.lexer import Lexer
 from cad_outlines.engine.vocabulary import Vocabulary
 from tests.fixture_data import SMALL
 from tests.helpers import JSON, ToyVocab, encode
@@ -34,6 +41,66 @@ def pair(request, vocab):
     eager = compile_grammar(text, vocab, cache=False, progress=False)
     lazy = compile_grammar(text, vocab, cache=False, progress=False, lazy=True)
     return eager, lazy
+
+
+def _reference(g):
+    """The Python builder's store for an eager grammar's lexer spec and vocabulary."""
+    vocab = g.vocab
+    return reference_store(Lexer(g.lexer.spec), TokenBytes.from_bytes(vocab.token_bytes, vocab.special_ids),
+                           vocab.size)
+
+
+def _assert_same_store(native, reference):
+    assert native.configs == reference.configs  # the same configurations, numbered alike
+    assert native.rows == reference.rows  # the same rows (labels, entered labels, set id), in the same order
+    assert native.set_negated == reference.set_negated
+    assert len(native.set_ids) == len(reference.set_ids)
+    for a, b in zip(native.set_ids, reference.set_ids):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert native.digest() == reference.digest()
+
+
+@pytest.mark.parametrize("name", list(TEXTS))
+def test_native_builder_equals_the_reference_builder(name, vocab):
+    g = compile_grammar(TEXTS[name], vocab, cache=False, progress=False, streamline=False)
+    ref = _reference(g)
+    assert ref.n_rows > len(ref.configs) > 5
+    _assert_same_store(g.store, ref)
+
+
+def test_native_builder_equals_the_reference_builder_on_gpt2():
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    g = compile_grammar(PY, vocab, cache=False, progress=False, streamline=False)
+    ref = _reference(g)
+    assert any(len(s) * 2 > vocab.size or neg for s, neg in zip(ref.set_ids, ref.set_negated))  # dense sets too
+    _assert_same_store(g.store, ref)
+
+
+def test_the_native_walk_stops_when_its_callback_raises(vocab):
+    """Limits and the deadline are checked in the callback after each configuration (store/native_store.py)."""
+    lazy = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    calls = []
+
+    def each(done: int, rows: int) -> None:
+        calls.append((done, rows))
+        if done == 3:
+            raise KeyboardInterrupt("stop")
+
+    with pytest.raises(KeyboardInterrupt, match="stop"):
+        lazy.native.explore(each)
+    assert [d for d, _ in calls] == [1, 2, 3] and calls[-1][1] > 0
+    # after masks built some rows (and the stopped walk others), a whole walk numbers and builds as a fresh one
+    m = Matcher(lazy)
+    for tok in encode(vocab, b"def f(x):\n    return x\n"):
+        m.allowed_mask()
+        m.advance(tok)
+    fresh = compile_grammar(PY, vocab, cache=False, progress=False, lazy=True)
+    a, b = lazy.native.explore(lambda *_: None), fresh.native.explore(lambda *_: None)
+    for name in ("numbered", "visited", "same_as", "row_off", "labels", "row_ent"):
+        assert np.array_equal(a[name], b[name]), name
+    eager = compile_grammar(JSON, vocab, cache=False, progress=False)
+    with pytest.raises(ValueError, match="needs a lazy grammar"):
+        eager.native.explore(each)
 
 
 def lockstep_walk(eager, lazy, seed: int, steps: int = 80):

@@ -169,7 +169,7 @@ def test_shared_walk_equals_scalar_lexer_under_an_indenter():
 @pytest.mark.parametrize("grammar", [JSON, PY, "copy_edit"])
 def test_viable_labels_of_the_byte_automaton_equal_the_scalar_ones(grammar):
     from cad_outlines.engine.store.lexer import Lexer
-    from cad_outlines.engine.store.lexer_index import ByteAutomaton
+    from cad_outlines.engine.reference.store_builder import ByteAutomaton
     from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 
     lk = load_lark(grammar_path(grammar) if grammar == "copy_edit" else grammar)
@@ -183,7 +183,7 @@ def test_viable_labels_of_the_byte_automaton_equal_the_scalar_ones(grammar):
 
 
 def test_token_bytes_matrix():
-    from cad_outlines.engine.store.lexer_index import TokenBytes
+    from cad_outlines.engine.reference.store_builder import TokenBytes
 
     tb = [b"ab", b"", b"xyz", b"q", b"\x00\xff"]
     t = TokenBytes.from_bytes(tb, banned=[3])
@@ -209,8 +209,8 @@ def test_compile_profile_records_every_cold_phase(tmp_path):
     assert [p.name for p in again.phases][-2:] == ["load streamlined store", "flat arrays"]
     updates = []
     from cad_outlines.engine.store.lexer import Lexer
-    from cad_outlines.engine.store.lexer_index import TokenBytes
-    from cad_outlines.engine.store.mask_store import build_mask_store
+    from cad_outlines.engine.reference.store_builder import TokenBytes
+    from cad_outlines.engine.reference.store_builder import build_mask_store
     from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 
     lexer = Lexer(lexer_spec_from_lark(load_lark(PY)))

@@ -1,5 +1,10 @@
-"""The token-level lexer index: for every lexer configuration and vocabulary token,
-the (next configuration, terminal labels emitted) pairs the token can lead to.
+"""The Python mask-store builder, kept as the test oracle of the native one
+(:mod:`cad_outlines.engine.store.native_store`, ``_native/src/lazy_store.cpp``): tests and the
+equivalence studies only; production builds every store natively.
+
+The token-level lexer index: for every lexer configuration and vocabulary token,
+the (next configuration, terminal labels emitted) pairs the token can lead to; and
+:func:`build_mask_store`, the rows of every reachable configuration from it.
 
 The mask-store streamlining blog's ``nfa_transition`` (docs/references.md), computed without a Python loop over configurations x
 vocabulary: the lexer's configurations are first made an explicit automaton over bytes
@@ -19,9 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...limits import active_limits, check_deadline, check_limit
-from .lexer import BOUNDARY, INDENT_BASE, NO_LINE_BREAK, Config, Lexer, indent_step
+from ..store.lexer import BOUNDARY, INDENT_BASE, NO_LINE_BREAK, Config, Lexer, indent_step
+from ..store.mask_store import MaskStore, Row, SetInterner
 
-__all__ = ["TokenBytes", "ConfigTransitions", "ByteAutomaton", "byte_automaton", "index_config", "explore"]
+__all__ = ["TokenBytes", "ConfigTransitions", "ByteAutomaton", "byte_automaton", "index_config", "explore",
+           "build_mask_store"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,7 @@ class ByteAutomaton:
     one at a boundary)."""
 
     def __init__(self, lexer: Lexer):
-        from .lexer import ConfigTable
+        from ..store.lexer import ConfigTable
 
         self.lexer = lexer
         spec = lexer.spec
@@ -474,3 +481,56 @@ class _Clock:
         acc = self.into.setdefault(name, [0.0, 0.0])
         acc[0] += time.perf_counter() - t0
         acc[1] += time.process_time() - c0
+
+
+def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
+                     progress: Callable[[int, int], None] | None = None, timings: dict | None = None) -> MaskStore:
+    """Explore every reachable configuration and group its tokens into rows. A row's
+    token set is a union of the indexer's shared parts; a union met before (configs
+    agreeing on every first byte) is not rebuilt. `timings`: see :func:`explore`."""
+    table_rows: dict[int, list[Row]] = {}
+    n_rows = [0]
+    sets = SetInterner(vocab_size)
+    unions: dict[bytes, int] = {}
+
+    def intern(gids: tuple[int, ...], indexer) -> int:
+        key = np.array(gids, dtype=np.int32).tobytes()  # a compact exact key (memory)
+        sid = unions.get(key)
+        if sid is None:
+            rows = np.concatenate([indexer.part_rows[g] for g in gids]) if len(gids) > 1 else indexer.part_rows[gids[0]]
+            ids = tokens.ids[rows]
+            if len(gids) > 1:
+                ids = _sorted_unique(ids)
+            neg = len(ids) * 2 > vocab_size
+            if neg:
+                full = np.ones(vocab_size, dtype=bool)
+                full[ids] = False
+                ids = np.flatnonzero(full).astype(np.int32)
+            sid = unions[key] = sets.add(ids.astype(np.int32, copy=False), neg)
+        return sid
+
+    def on_config(cfg_id: int, parts, indexer) -> None:
+        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+        for (end, emitted), gids in parts.items():
+            entered = lexer.entered(end)
+            if entered is None:
+                continue
+            groups.setdefault((emitted, entered), []).extend(gids)
+        table_rows[cfg_id] = [(e, n, intern(tuple(sorted(set(g))), indexer)) for (e, n), g in sorted(groups.items())]
+        n_rows[0] += len(groups)
+        check_limit("max_store_rows", n_rows[0], "mask store")
+
+    explore(lexer, tokens, on_config, progress, timings)
+    n = len(lexer.table)
+    rows = [table_rows.get(q, []) for q in range(n)]
+    return MaskStore(vocab_size, list(lexer.table.configs), rows, sets.set_ids, sets.negated).shared()
+
+
+def _sorted_unique(ids: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort and a neighbour comparison; numpy's unique hashes)."""
+    ids = np.sort(ids, kind="stable")
+    if len(ids) > 1:
+        dup = ids[1:] == ids[:-1]
+        if dup.any():
+            ids = ids[np.concatenate([[True], ~dup])]
+    return ids

@@ -113,3 +113,33 @@ def test_serving_study_takes_corpus_options(tmp_path):
     argv = serving._argv(args)
     assert argv[-8:] == ["--jsonl", str(path), "--before-field", "src", "--after-field", "dst",
                          "--instruction-field", "why"]
+
+
+def test_serving_study_names_its_report_by_corpus_and_states_each_target():
+    import argparse
+
+    from analysis import serving
+
+    parser = argparse.ArgumentParser()
+    serving.add_arguments(parser)
+    assert serving.report_name(parser.parse_args([])) == "serving"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits"])) == "serving_commits"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits", "--report-name", "x"])) == "x"
+    assert serving._argv(parser.parse_args(["--report-name", "x"]))[-2:] == ["--report-name", "x"]
+
+    def result(method, makespan, p50, computed, extra):
+        return serving.MethodResult(method, makespan, [p50], computed, 0, 0, 0, 2, extra)
+
+    regen = result("regen", 100.0, 50.0, 3000, {"gold_tokens": 1000})
+    cad = result("cad", 10.0, 5.0, 2400, {"prompt": 1200, "program": 100, "copied": 900, "forced": 0,
+                                          "forced_runs": 0})
+    skip = result("cad_skip", 25.0, 20.0, 1310, {"prompt": 1200, "program": 100, "copied": 0, "forced": 0,
+                                                 "forced_runs": 0})
+    text = "\n".join(serving.accounting(2, [regen, cad, skip]))
+    assert "| full regeneration | 0 | 500 | 0 | 1.0 | 0 | 1500 | 1.00 |" in text
+    one = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, one request"))
+    assert "edits/s 10.00x regeneration (target >= 5x: met)" in one and "p50 latency 0.10x (target <= 0.2x: met)" in one
+    assert "1.09x its prompt + program + copied tokens (2200; target <= 1.1x: met)" in one
+    assert "0.80x regeneration's 3000 (target below: met)" in one
+    skipped = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, copies skipped"))
+    assert "edits/s 4.00x regeneration (target >= 5x: missed)" in skipped and "0.40x (target <= 0.2x: missed)" in skipped

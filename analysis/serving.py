@@ -141,13 +141,21 @@ def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:
 
 def sample_cases(n: int, seed: int, fits, corpora: list | None = None) -> list:
     """`n` cases, evenly from each corpus (seeded; default :data:`CORPORA`), that fit the
-    model's context."""
+    model's context: the first that fit in a seeded shuffle of each corpus (so `fits`, which
+    tokenizes, runs on a few cases of a long-file corpus, not all; a smaller `n` takes a
+    prefix of a larger one's cases)."""
     corpora = corpora if corpora is not None else [load_corpus(name) for name in CORPORA]
     out = []
     for k, corpus in enumerate(corpora):
         want = n // len(corpora) + (1 if k < n % len(corpora) else 0)
-        cases = [c for c in corpus if fits(c)]
-        out += random.Random(f"{seed}:{corpus.name}").sample(cases, min(want, len(cases)))
+        cases = list(corpus)
+        picked = []
+        for c in random.Random(f"{seed}:{corpus.name}").sample(cases, len(cases)):
+            if len(picked) == want:
+                break
+            if fits(c):
+                picked.append(c)
+        out += picked
     return out
 
 

@@ -278,10 +278,12 @@ def run(args) -> int:
         plot_by_length(points, next(iter(curves)), out / "coverage_length.png")
         length_note = ("Per case (long-file corpora), the bound against document length and the changed fraction of "
                        "its lines (first kernel curve):\n\n![coverage by length](coverage_length.png)\n")
-    kernel = (f"Kernel curve(s) from `{args.kernel_csv}`"
+    shown = Path(args.kernel_csv).resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # no checkout path in the report
+    kernel = (f"Kernel curve(s) from `{shown}`"
               + (f" (selected `{args.kernel_select}`)" if args.kernel_select else "") + ": s(N) linear in log N "
               "between measured points, clamped outside, anchored at s(1) = 1 when the table has no N <= 1."
-              if curves else f"No kernel CSV at `{args.kernel_csv}`: bounds are {NO_CSV}.")
+              if curves else f"No kernel CSV at `{shown}`: bounds are {NO_CSV}.")
     body = f"""Tokenizer: {tok_name}. Cases: {", ".join(f"{n} {k}" for k, n in sizes.items())}{
         f" (long-file corpora: a seeded sample of {args.limit} per length bucket, seed {args.seed})"
         if args.limit is not None else ""}. Pooled = sums over all cases of all corpora (not a mean of ratios). Rows

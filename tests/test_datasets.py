@@ -125,6 +125,8 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
     assert serving.report_name(parser.parse_args([])) == "serving"
     assert serving.report_name(parser.parse_args(["--dataset", "commits"])) == "serving_commits"
     assert serving.report_name(parser.parse_args(["--dataset", "commits", "--report-name", "x"])) == "x"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits", "--dtype", "fp32"])) == "serving_commits_fp32"
+    assert serving._argv(parser.parse_args(["--dtype", "fp32"]))[-2:] == ["--dtype", "fp32"]
     assert serving._argv(parser.parse_args(["--report-name", "x"]))[-2:] == ["--report-name", "x"]
 
     def result(method, makespan, p50, computed, extra):

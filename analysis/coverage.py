@@ -241,6 +241,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
 
 
+CHANGED_BINS = (0.002, 0.005, 0.01, 0.02, 0.05)
+
+
+def by_changed_fraction(points: list[tuple[int, float, float]]) -> str:
+    """The per-case bound of long-file cases binned by the changed fraction of their lines:
+    cases, median, min and max per bin, and the share of cases at 5x and 10x or more."""
+    edges = [0.0, *CHANGED_BINS, float("inf")]
+    rows = []
+    for lo, hi in zip(edges, edges[1:]):
+        bounds = [b for _, f, b in points if lo <= f < hi]
+        if bounds:
+            label = f"{pct(lo)} - {pct(hi)}" if hi != float("inf") else f">= {pct(lo)}"
+            rows.append([label, len(bounds), f"{statistics.median(bounds):.1f}x", f"{min(bounds):.1f}x",
+                         f"{max(bounds):.1f}x"])
+    n = len(points)
+    share = ", ".join(f"{sum(b >= k for *_, b in points) / n:.0%} of cases at {k}x or more" for k in (5, 10))
+    return (f"Per-case bound by the changed fraction of the document's lines ({n} cases; median changed fraction "
+            f"{pct(statistics.median(f for _, f, _ in points))}; {share}):\n\n"
+            + markdown_table(["changed lines", "cases", "median bound", "min", "max"], rows))
+
+
 def run(args) -> int:
     tok_name, encode = load_encoder(args.tokenizer)
     curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
@@ -277,7 +298,8 @@ def run(args) -> int:
     if points:
         plot_by_length(points, next(iter(curves)), out / "coverage_length.png")
         length_note = ("Per case (long-file corpora), the bound against document length and the changed fraction of "
-                       "its lines (first kernel curve):\n\n![coverage by length](coverage_length.png)\n")
+                       "its lines (first kernel curve):\n\n![coverage by length](coverage_length.png)\n\n"
+                       + by_changed_fraction(points) + "\n")
     shown = Path(args.kernel_csv).resolve()
     shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # no checkout path in the report
     kernel = (f"Kernel curve(s) from `{shown}`"

@@ -94,6 +94,7 @@ def test_studies_report_long_corpora_per_length_bucket(study, tmp_path, monkeypa
         assert f"| long {label} | 1 |" in text
     if study == "coverage":
         assert (tmp_path / "coverage_length.png").stat().st_size > 0 and "coverage_length.png" in text
+        assert "Per-case bound by the changed fraction of the document's lines (3 cases;" in text
 
 
 def test_serving_study_takes_corpus_options(tmp_path):

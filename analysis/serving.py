@@ -441,7 +441,9 @@ def run(args) -> int:
         ok = [r for r in rs if "error" not in r.extra]
         per_corpus = ", ".join(f"{sum(1 for c in all_cases[n] if c in set(corpus.cases))} {corpus.name}"
                                for corpus in chosen)
-        section += [f"## {n} concurrent edits", "", f"Cases: {len(all_cases[n])} ({per_corpus}).", "",
+        ids = ", ".join(f"{c.id} ({c.lines_before} lines)" for c in all_cases[n][:32])
+        section += [f"## {n} concurrent edits", "",
+                    f"Cases: {len(all_cases[n])} ({per_corpus}): {ids}{', ...' if len(all_cases[n]) > 32 else ''}.", "",
                     _table(n, ok), ""]
         for r in rs:
             if r.method == "ngram" and "error" in r.extra:

@@ -15,7 +15,7 @@ from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_tok
                                         greedy_token_cover, speedup_bound)
 from cad_outlines.edits.resolve import resolve_op
 
-from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args,
+from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args, report_stem,
                        corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
 from .report import markdown_table, pct, write_report
 
@@ -293,12 +293,13 @@ def run(args) -> int:
     print(cov, cost, hist, sep="\n\n")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plot(tallies, out / "coverage.png")
+    name = report_stem(args, "coverage", DEFAULT)
+    plot(tallies, out / f"{name}.png")
     length_note = ""
     if points:
-        plot_by_length(points, next(iter(curves)), out / "coverage_length.png")
+        plot_by_length(points, next(iter(curves)), out / f"{name}_length.png")
         length_note = ("Per case (long-file corpora), the bound against document length and the changed fraction of "
-                       "its lines (first kernel curve):\n\n![coverage by length](coverage_length.png)\n\n"
+                       f"its lines (first kernel curve):\n\n![coverage by length]({name}_length.png)\n\n"
                        + by_changed_fraction(points) + "\n")
     shown = Path(args.kernel_csv).resolve()
     shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # no checkout path in the report
@@ -333,7 +334,7 @@ free, for comparison with bounds that ignore them). {kernel}
 
 {PAPER}
 
-![coverage](coverage.png)
+![coverage]({name}.png)
 
 {length_note}"""
     extra = [w for k in ("tokenizer", "kernel_select") if getattr(args, k) for w in (f"--{k.replace('_', '-')}",
@@ -342,7 +343,7 @@ free, for comparison with bounds that ignore them). {kernel}
         extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
-    path = write_report(out, "coverage", "Copy ceiling and wall-clock bound", body,
+    path = write_report(out, name, "Copy ceiling and wall-clock bound", body,
                         shlex.join(["cad-outlines", "study", "coverage", *corpus_argv(args), *extra]))
-    print(f"wrote {path} and {out / 'coverage.png'}")
+    print(f"wrote {path} and {out / f'{name}.png'}")
     return 0

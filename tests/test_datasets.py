@@ -146,3 +146,17 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
     assert "0.80x regeneration's 3000 (target below: met)" in one
     skipped = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, copies skipped"))
     assert "edits/s 4.00x regeneration (target >= 5x: missed)" in skipped and "0.40x (target <= 0.2x: missed)" in skipped
+
+
+def test_a_long_file_run_writes_its_own_report_beside_the_default_one():
+    import argparse
+
+    from analysis.datasets import add_corpus_arguments, report_stem
+
+    parser = argparse.ArgumentParser()
+    add_corpus_arguments(parser, ["editeval"])
+    stem = lambda *argv: report_stem(parser.parse_args(list(argv)), "coverage", ["editeval"])  # noqa: E731
+    assert stem() == "coverage" and stem("--dataset", "editeval") == "coverage"
+    assert stem("--dataset", "commits") == "coverage_commits"
+    assert stem("--dataset", "commits", "--dataset", "humanevalfix-js") == "coverage_commits_humanevalfix_js"
+    assert stem("--dataset", "commits", "--jsonl", "x.jsonl") == "coverage"

@@ -15,7 +15,7 @@ from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_tok
                                         greedy_token_cover, speedup_bound)
 from cad_outlines.edits.resolve import resolve_op
 
-from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args,
+from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args, report_stem,
                        corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
 from .report import markdown_table, pct, write_report
 
@@ -241,6 +241,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
 
 
+CHANGED_BINS = (0.002, 0.005, 0.01, 0.02, 0.05)
+
+
+def by_changed_fraction(points: list[tuple[int, float, float]]) -> str:
+    """The per-case bound of long-file cases binned by the changed fraction of their lines:
+    cases, median, min and max per bin, and the share of cases at 5x and 10x or more."""
+    edges = [0.0, *CHANGED_BINS, float("inf")]
+    rows = []
+    for lo, hi in zip(edges, edges[1:]):
+        bounds = [b for _, f, b in points if lo <= f < hi]
+        if bounds:
+            label = f"{pct(lo)} - {pct(hi)}" if hi != float("inf") else f">= {pct(lo)}"
+            rows.append([label, len(bounds), f"{statistics.median(bounds):.1f}x", f"{min(bounds):.1f}x",
+                         f"{max(bounds):.1f}x"])
+    n = len(points)
+    share = ", ".join(f"{sum(b >= k for *_, b in points) / n:.0%} of cases at {k}x or more" for k in (5, 10))
+    return (f"Per-case bound by the changed fraction of the document's lines ({n} cases; median changed fraction "
+            f"{pct(statistics.median(f for _, f, _ in points))}; {share}):\n\n"
+            + markdown_table(["changed lines", "cases", "median bound", "min", "max"], rows))
+
+
 def run(args) -> int:
     tok_name, encode = load_encoder(args.tokenizer)
     curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
@@ -272,16 +293,20 @@ def run(args) -> int:
     print(cov, cost, hist, sep="\n\n")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plot(tallies, out / "coverage.png")
+    name = report_stem(args, "coverage", DEFAULT)
+    plot(tallies, out / f"{name}.png")
     length_note = ""
     if points:
-        plot_by_length(points, next(iter(curves)), out / "coverage_length.png")
+        plot_by_length(points, next(iter(curves)), out / f"{name}_length.png")
         length_note = ("Per case (long-file corpora), the bound against document length and the changed fraction of "
-                       "its lines (first kernel curve):\n\n![coverage by length](coverage_length.png)\n")
-    kernel = (f"Kernel curve(s) from `{args.kernel_csv}`"
+                       f"its lines (first kernel curve):\n\n![coverage by length]({name}_length.png)\n\n"
+                       + by_changed_fraction(points) + "\n")
+    shown = Path(args.kernel_csv).resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # no checkout path in the report
+    kernel = (f"Kernel curve(s) from `{shown}`"
               + (f" (selected `{args.kernel_select}`)" if args.kernel_select else "") + ": s(N) linear in log N "
               "between measured points, clamped outside, anchored at s(1) = 1 when the table has no N <= 1."
-              if curves else f"No kernel CSV at `{args.kernel_csv}`: bounds are {NO_CSV}.")
+              if curves else f"No kernel CSV at `{shown}`: bounds are {NO_CSV}.")
     body = f"""Tokenizer: {tok_name}. Cases: {", ".join(f"{n} {k}" for k, n in sizes.items())}{
         f" (long-file corpora: a seeded sample of {args.limit} per length bucket, seed {args.seed})"
         if args.limit is not None else ""}. Pooled = sums over all cases of all corpora (not a mean of ratios). Rows
@@ -309,7 +334,7 @@ free, for comparison with bounds that ignore them). {kernel}
 
 {PAPER}
 
-![coverage](coverage.png)
+![coverage]({name}.png)
 
 {length_note}"""
     extra = [w for k in ("tokenizer", "kernel_select") if getattr(args, k) for w in (f"--{k.replace('_', '-')}",
@@ -318,7 +343,7 @@ free, for comparison with bounds that ignore them). {kernel}
         extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
-    path = write_report(out, "coverage", "Copy ceiling and wall-clock bound", body,
+    path = write_report(out, name, "Copy ceiling and wall-clock bound", body,
                         shlex.join(["cad-outlines", "study", "coverage", *corpus_argv(args), *extra]))
-    print(f"wrote {path} and {out / 'coverage.png'}")
+    print(f"wrote {path} and {out / f'{name}.png'}")
     return 0

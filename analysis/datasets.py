@@ -202,3 +202,14 @@ def corpus_argv(args) -> list[str]:
         if args.instruction_field != "instruction":
             words += ["--instruction-field", args.instruction_field]
     return words
+
+
+def report_stem(args, base: str, default: list[str]) -> str:
+    """A study's report file stem: `base` for its default corpora (or --jsonl files), and
+    ``base_NAME_...`` for --dataset names that are not the default, so a long-file run
+    (``coverage --dataset commits``: ``coverage_commits``) sits beside the default report
+    instead of replacing it."""
+    names = list(args.dataset or ())
+    if not names or args.jsonl or names == list(default):
+        return base
+    return base + "_" + "_".join(name.replace("-", "_") for name in names)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cad_outlines.edits import Copy, EditProgram, oracle_program, resolve, split_lines
 
-from .datasets import LENGTH_BUCKETS, OVER, add_corpus_arguments, corpora_from_args, corpus_argv, length_bucket
+from .datasets import (LENGTH_BUCKETS, OVER, add_corpus_arguments, corpora_from_args, corpus_argv, length_bucket,
+                       report_stem)
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "exact match of oracle programs under random copy-endpoint noise of +-eps lines"
@@ -104,7 +105,8 @@ def run(args) -> int:
     print(table)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plot(rates, eps, out / "perturb.png")
+    name = report_stem(args, "perturb", DEFAULT)
+    plot(rates, eps, out / f"{name}.png")
     body = f"""Each case: its max-copy oracle program (`oracle_program`); for each eps, {args.trials} trials (seed
 {args.seed}, generator seeded by crc32 of (seed, case id, eps)) in which every endpoint of every copy op is shifted
 by an independent uniform integer in [-eps, eps], clamped to [1, n] (n = the input document's line count), and an
@@ -116,13 +118,13 @@ lines before the edit).
 
 {PAPER}
 
-![perturb](perturb.png)
+![perturb]({name}.png)
 """
     extra = []
     for key, default in (("eps", "0,1,2,3"), ("trials", 5), ("seed", 0)):
         if getattr(args, key) != default:
             extra += [f"--{key}", str(getattr(args, key))]
-    path = write_report(out, "perturb", "Span perturbation: exact match under endpoint noise", body,
+    path = write_report(out, name, "Span perturbation: exact match under endpoint noise", body,
                         shlex.join(["cad-outlines", "study", "perturb", *corpus_argv(args), *extra]))
-    print(f"wrote {path} and {out / 'perturb.png'}")
+    print(f"wrote {path} and {out / f'{name}.png'}")
     return 0

@@ -60,8 +60,18 @@ def environment(packages: Sequence[str] = ("cad-outlines", "tokenizers", "transf
     except OSError:
         pass
     versions = ", ".join(f"{p} {_version(p)}" for p in packages)
-    return (f"Machine: {cpu}, {os.cpu_count()} cores; Python {sys.version.split()[0]}; {versions}; "
+    return (f"Machine: {cpu}, {os.cpu_count()} cores{_load()}; Python {sys.version.split()[0]}; {versions}; "
             f"run {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC.")
+
+
+def _load() -> str:
+    """The load average when the report is written (its 15-minute figure covers most of a
+    long study: other work sharing the cores slows what was timed)."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return ""
+    return f" (load average {one:.2f} / {five:.2f} / {fifteen:.2f} over 1 / 5 / 15 min when written)"
 
 
 def write_report(out_dir: str | Path, name: str, title: str, body: str, command: str) -> Path:

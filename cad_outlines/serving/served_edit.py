@@ -34,7 +34,7 @@ from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
-from ..errors import ServingError
+from ..errors import ParameterError, ServingError
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
 __all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats",
@@ -124,15 +124,23 @@ class ServedEdit:
     Use: ``seg = edit.next_segment()``; send it; pass new output tokens to
     :meth:`on_tokens` as they stream (events come back) and the end to
     :meth:`on_segment_end`; repeat until ``next_segment()`` is None; :meth:`result`.
+
+    ``copy_mode="prefill"`` (default): a copy ends the request (turn) and its lines go into
+    the next prompt, so the model sees them. ``copy_mode="skip"`` (as :class:`CopyEditor`'s):
+    copied lines never enter the context and a copy does not end the request; with
+    ``forced_min_run=0`` the whole edit is one request of prompt + program tokens.
     """
 
     def __init__(self, grammar: CompiledGrammar, encoder: TokenEncoder, document: str, instruction: str = "", *,
                  max_new_tokens: int = 512, prompt: str | None = None, script: str | None = None,
                  monotonic: bool = False, temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0,
                  session: str | None = None, tag: str | None = None, forced_min_run: int = 2,
-                 max_context: int | None = None):
+                 max_context: int | None = None, copy_mode: str = "prefill"):
         if forced_min_run < 0:
             raise ValueError(f"forced_min_run must be >= 0 (0: forced runs are decoded), not {forced_min_run}")
+        if copy_mode not in ("prefill", "skip"):
+            raise ParameterError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
+        self.copy_mode = copy_mode  # skip: copied lines never enter the context, so a copy does not end a request
         self.grammar, self.encoder, self.document = grammar, encoder, document
         self.max_new_tokens, self.monotonic, self.forced_min_run = max_new_tokens, monotonic, forced_min_run
         self.temperature, self.seed, self.top_p = temperature, seed, top_p
@@ -206,7 +214,8 @@ class ServedEdit:
         request = ConstraintRequest(
             grammar=GrammarSpec(name="copy_edit"),
             edit=EditSegment(n_lines=self.n_lines, monotonic=self.monotonic, program_ids=tuple(self.program_ids),
-                             session=self.session, stop_at_forced=self.forced_min_run),
+                             session=self.session, stop_at_copy=self.copy_mode == "prefill",
+                             stop_at_forced=self.forced_min_run),
             script_ids=tuple(self.script_ids) if self.script_ids is not None else None, tag=self.tag)
         self._in_flight = True
         self._copy_closed = False
@@ -244,7 +253,7 @@ class ServedEdit:
         self._program_bytes.extend(data)
         events = resolver_events(self.resolver, self._decode(data))
         for event in events:
-            if event.kind == "copy":  # the copied lines go into the next request's prompt
+            if event.kind == "copy" and self.copy_mode == "prefill":  # the copied lines go into the next prompt
                 copy_ids = self.encoder.encode(event.text)
                 self.context.extend(copy_ids)
                 self.stats.copied_tokens += len(copy_ids)

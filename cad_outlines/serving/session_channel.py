@@ -184,7 +184,8 @@ class SessionChannel:
         for t in tasks:
             t.cancel()
         self.sessions.clear()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # the finished edits' requests end as the engine reads their closed input streams
+        await asyncio.gather(*tasks, *self._ending, return_exceptions=True)
 
 
 class EngineSessionBackend:

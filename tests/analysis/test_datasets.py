@@ -94,6 +94,7 @@ def test_studies_report_long_corpora_per_length_bucket(study, tmp_path, monkeypa
         assert f"| long {label} | 1 |" in text
     if study == "coverage":
         assert (tmp_path / "coverage_length.png").stat().st_size > 0 and "coverage_length.png" in text
+        assert "Per-case bound by the changed fraction of the document's lines (3 cases;" in text
 
 
 def test_serving_study_takes_corpus_options(tmp_path):
@@ -113,3 +114,49 @@ def test_serving_study_takes_corpus_options(tmp_path):
     argv = serving._argv(args)
     assert argv[-8:] == ["--jsonl", str(path), "--before-field", "src", "--after-field", "dst",
                          "--instruction-field", "why"]
+
+
+def test_serving_study_names_its_report_by_corpus_and_states_each_target():
+    import argparse
+
+    from analysis import serving
+
+    parser = argparse.ArgumentParser()
+    serving.add_arguments(parser)
+    assert serving.report_name(parser.parse_args([])) == "serving"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits"])) == "serving_commits"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits", "--report-name", "x"])) == "x"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits", "--dtype", "fp32"])) == "serving_commits_fp32"
+    assert serving._argv(parser.parse_args(["--dtype", "fp32"]))[-2:] == ["--dtype", "fp32"]
+    assert serving._argv(parser.parse_args(["--report-name", "x"]))[-2:] == ["--report-name", "x"]
+
+    def result(method, makespan, p50, computed, extra):
+        return serving.MethodResult(method, makespan, [p50], computed, 0, 0, 0, 2, extra)
+
+    regen = result("regen", 100.0, 50.0, 3000, {"gold_tokens": 1000})
+    cad = result("cad", 10.0, 5.0, 2400, {"prompt": 1200, "program": 100, "copied": 900, "forced": 0,
+                                          "forced_runs": 0})
+    skip = result("cad_skip", 25.0, 20.0, 1310, {"prompt": 1200, "program": 100, "copied": 0, "forced": 0,
+                                                 "forced_runs": 0})
+    text = "\n".join(serving.accounting(2, [regen, cad, skip]))
+    assert "| full regeneration | 0 | 500 | 0 | 1.0 | 0 | 1500 | 1.00 |" in text
+    one = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, one request"))
+    assert "edits/s 10.00x regeneration (target >= 5x: met)" in one and "p50 latency 0.10x (target <= 0.2x: met)" in one
+    assert "1.09x its prompt + program + copied tokens (2200; target <= 1.1x: met)" in one
+    assert "0.80x regeneration's 3000 (target below: met)" in one
+    skipped = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, copies skipped"))
+    assert "edits/s 4.00x regeneration (target >= 5x: missed)" in skipped and "0.40x (target <= 0.2x: missed)" in skipped
+
+
+def test_a_long_file_run_writes_its_own_report_beside_the_default_one():
+    import argparse
+
+    from analysis.datasets import add_corpus_arguments, report_stem
+
+    parser = argparse.ArgumentParser()
+    add_corpus_arguments(parser, ["editeval"])
+    stem = lambda *argv: report_stem(parser.parse_args(list(argv)), "coverage", ["editeval"])  # noqa: E731
+    assert stem() == "coverage" and stem("--dataset", "editeval") == "coverage"
+    assert stem("--dataset", "commits") == "coverage_commits"
+    assert stem("--dataset", "commits", "--dataset", "humanevalfix-js") == "coverage_commits_humanevalfix_js"
+    assert stem("--dataset", "commits", "--jsonl", "x.jsonl") == "coverage"

@@ -192,6 +192,29 @@ def test_teacher_forced_edit_resolves_with_cache_hits(setup):
     assert "".join(e.text for _, e in events) == AFTER  # streamed text is the new document
 
 
+def test_skip_mode_runs_the_edit_in_one_request_without_the_copied_lines(setup):
+    """copy_mode="skip": a copy does not end the request and its lines never enter the
+    context, so with forced runs decoded the whole edit is one request of prompt + program
+    tokens; the program and the new text are those of the prefill run."""
+    library, grammar, encoder, tables = setup
+    script = oracle_program(DOC, AFTER).to_text()
+    runs = {}
+    for mode in ("prefill", "skip"):
+        engine = SimulatedEngine(grammar, tables, encoder)
+        edit = ServedEdit(grammar, encoder, DOC, "fish", script=script, forced_min_run=0, copy_mode=mode)
+        runs[mode] = (run_edits(engine, [edit])[0], engine, edit)
+    (prefill, e_prefill, _), (skip, e_skip, edit) = runs["prefill"], runs["skip"]
+    copies = sum(isinstance(op, Copy) for op in skip.program.ops)
+    assert copies >= 2 and skip.complete and skip.text == AFTER and skip.program_text == prefill.program_text
+    assert (skip.stats.requests, e_skip.requests) == (1, 1) and prefill.stats.requests == copies + 1
+    assert skip.stats.copied_tokens == 0 < prefill.stats.copied_tokens
+    assert edit.context == edit.prompt_ids + edit.program_ids  # no copied line was sent
+    assert skip.stats.prompt_tokens_sent == skip.stats.prompt_tokens
+    assert e_skip.steps == skip.stats.steps == skip.stats.generated_tokens + 1  # the program, then one EOS
+    with pytest.raises(ValueError, match="copy_mode must be 'prefill' or 'skip', not 'copy'"):
+        ServedEdit(grammar, encoder, DOC, "fish", script=script, copy_mode="copy")
+
+
 def test_forced_runs_go_into_the_next_prompt_in_one_step(setup):
     """With forced_min_run=k the engine ends a request where the grammar forces k or more
     tokens and the client appends them to the next prompt: fewer engine steps (one EOS

@@ -132,6 +132,23 @@ class TestOneRequestPerEdit:
         print(f"tokens computed: one request {sa.computed_tokens} ({sa.requests} turns), request per op "
               f"{sb.computed_tokens} ({sb.requests} requests, {sb.prompt_tokens_sent} prompt tokens sent)")
 
+    def test_copies_skipped_make_the_edit_one_turn_of_prompt_and_program(self, engine):
+        """copy_mode="skip" on vLLM: the processor does not stop at a copy (cad_stop_at_copy=0)
+        and no line is appended, so the edit is one turn; the engine held the prompt and the
+        program only, and the text is the prefill run's."""
+        from cad_outlines.serving.edit_run import arun_edits
+
+        llm, loop = engine
+        one = ServedEditor.from_async_llm(llm)
+        script = oracle_program(DOC, NEW).to_text()
+        edit = one.new_edit(DOC, "Fix f3. (skip)", script=script, forced_min_run=0, copy_mode="skip")
+        (r,) = loop.run_until_complete(arun_edits(one.backend, [edit]))
+        assert r.complete and r.text == NEW and sum(isinstance(op, Copy) for op in r.program.ops) >= 2
+        s = r.stats
+        assert (s.engine_path, s.requests, s.copied_tokens) == ("one_request", 1, 0)
+        assert edit.engine_context == edit.prompt_ids + edit.program_ids
+        assert s.computed_tokens == len(edit.engine_context) - s.cached_tokens + 1  # one turn: one EOS step
+
 
 # -- the edit route over HTTP -------------------------------------------------------------------
 BODY_LIMIT = 200_000

@@ -9,7 +9,10 @@ shapes, not weight values). Per case, on one model and KV cache:
   the whole new document; no line numbers: they are the edit program's addressing and
   would only break the baselines' n-gram matches at every line start); then the gold new
   document one token per forward, plus the forward that would predict the end token
-  (argmax taken each step, as a greedy sampler).
+  (argmax taken each step, as a greedy sampler). On long-file corpora (thousands of steps
+  per case) its time is estimated from 32 strata of timed steps on the real KV cache
+  (median of 3 per stratum, times the stratum's steps); answers of at most 1,000 tokens are
+  also timed at every step, and the report shows the estimate's error there.
 * ``pld``: prompt lookup decoding (transformers' ``PromptLookupCandidateGenerator``
   rules) simulated on the gold output, same plain-document prompt as ``regen``: the
   longest suffix n-gram (n <= 3) of prompt +
@@ -25,7 +28,9 @@ shapes, not weight values). Per case, on one model and KV cache:
   lookup in the document and the tokens written so far, accepted while they equal the
   program's tokens, verified in one forward each.
 
-Wall times include the prompt forward; "after prompt" subtracts it. The closed-form
+Wall times include the prompt forward; "after prompt" subtracts it. Each prompt kind (plain
+for the baselines, numbered for CaD) is prefilled once per case and its time counted in every
+method that uses it; the others start from a copy of its KV cache. The closed-form
 bound (coverage study, kernel CSV) excludes the prompt, so it compares with the
 "after prompt" speedup of ``cad_prefill``. Correctness: every executed program must
 reproduce the gold text exactly, and the lookup runs must end with the gold tokens in the
@@ -41,14 +46,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cad_outlines.decoding.kv import append, cache_len, crop_cache, new_cache
+from cad_outlines.decoding.kv import append, cache_len, clone_cache, crop_cache, new_cache
 from cad_outlines.edits import oracle_program, split_lines
 from cad_outlines.generators.copy_decode import CopyEditor
 from cad_outlines.generators.ngram import NgramLookup
 
 from .coverage import DEFAULT_KERNEL_CSV, Tally, case_tally, read_kernel_curves
 from .datasets import (LENGTH_BUCKETS, EditCase, OVER, add_corpus_arguments, changed_fraction, corpora_from_args, corpus_argv,
-                       length_bucket, sample_by_bucket, shared_data_dir)
+                       length_bucket, report_stem, sample_by_bucket, shared_data_dir)
 from .kernel import CONFIGS, build_model
 from .report import markdown_table, write_report
 
@@ -64,6 +69,11 @@ QUICK_LIMIT = 2
 # hour at 1 thread on qwen2.5-0.5b fp32 (full regeneration alone decodes ~9k tokens at ~0.1 s each, and every
 # method prefills its own ~9k-token prompt), so the default (3 cases) stays near 40 min on a quiet machine.
 DEFAULT_PER_BUCKET = 1
+# long-file corpora: full regeneration (thousands of decode steps per case, most of a run's time) is timed on
+# this many strata of its steps (run_regen_sampled); answers up to DEFAULT_REGEN_FULL_MAX tokens are also timed
+# at every step, which checks the estimate in every default run
+DEFAULT_REGEN_STRATA = 32
+DEFAULT_REGEN_FULL_MAX = 1000
 # a tiny Qwen2 with the Qwen2.5 vocabulary: for smoke runs and tests
 QUICK_CONFIG = dict(CONFIGS["tiny"], vocab_size=151936)
 REGEN_INSTRUCTIONS = "Rewrite the document below as the instruction asks. Answer with the whole new document."
@@ -83,49 +93,112 @@ def regen_prompt(tokenizer, document: str, instruction: str) -> str:
 
 @dataclass
 class Run:
-    """One method on one case."""
+    """One method on one case. `prompt_s` is the prompt forward of the method's prompt kind
+    (plain or numbered document), measured once per case and counted in every method that
+    uses it (the others start from a copy of its KV cache)."""
 
-    wall_s: float
     prompt_s: float
+    after_prompt_s: float
     forwards: int  # after the prompt
     tokens: int  # output tokens (regen/pld: gold tokens; CaD: program tokens written)
     extra: dict = field(default_factory=dict)
 
     @property
-    def after_prompt_s(self) -> float:
-        return self.wall_s - self.prompt_s
+    def wall_s(self) -> float:
+        return self.prompt_s + self.after_prompt_s
 
 
-def run_regen(model, prompt_ids: list[int], targets: list[int]) -> Run:
+@dataclass
+class Prompt:
+    """A prompt prefilled once: its KV cache, the logits after it, and what the forward took."""
+
+    ids: list[int]
+    cache: object
+    logits: object
+    seconds: float
+
+
+def prefill(model, prompt_ids: list[int]) -> Prompt:
+    start = time.perf_counter()
+    cache = new_cache(model)
+    logits = append(model, cache, prompt_ids)
+    return Prompt(prompt_ids, cache, logits, time.perf_counter() - start)
+
+
+def _sync(model) -> None:
+    import torch
+
+    if getattr(model, "device", None) is not None and model.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_regen(model, prompt: Prompt, targets: list[int]) -> Run:
     """Full regeneration, teacher-forced: `targets` (gold tokens + end token) one
     forward per token; the end token is predicted, never fed."""
     import torch
 
+    cache, logits = clone_cache(model, prompt.cache), prompt.logits
     start = time.perf_counter()
-    cache = new_cache(model)
-    logits = append(model, cache, prompt_ids)
-    prompt_s = time.perf_counter() - start
     for tok in targets[:-1]:
         int(torch.argmax(logits))
         logits = append(model, cache, [tok])
     int(torch.argmax(logits))
-    wall = time.perf_counter() - start
-    if cache_len(cache) != len(prompt_ids) + len(targets) - 1:
+    after = time.perf_counter() - start
+    if cache_len(cache) != len(prompt.ids) + len(targets) - 1:
         raise RuntimeError("regeneration cache length is off")
-    return Run(wall, prompt_s, len(targets) - 1, len(targets) - 1)
+    return Run(prompt.seconds, after, len(targets) - 1, len(targets) - 1, {"timed_steps": len(targets) - 1})
 
 
-def run_pld(model, prompt_ids: list[int], targets: list[int], *, draft: int = 10, max_n: int = 3,
+def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int, repeats: int = 3,
+                      chunk: int = 1024) -> Run:
+    """Full regeneration's time after the prompt, estimated from `strata` timed decode steps
+    instead of all of them: the T = len(targets) - 1 steps are cut into `strata` equal runs; in
+    each, the gold tokens before its middle step are prefilled (untimed, in chunks), then that
+    step (argmax + a one-token forward at that position of the real KV cache) is timed
+    `repeats` times (cropped back each time) and its median stands for every step of the run.
+    A decode step's cost is close to linear in the context length, so the middle step's is the
+    run's mean; the median drops one-off stalls a full run would pay (the estimate leans toward
+    a faster regeneration). ``--regen-full-max`` checks it against every step on short cases."""
+    import statistics
+
+    import torch
+
+    n = len(targets) - 1
+    cache = clone_cache(model, prompt.cache)
+    base = len(prompt.ids)
+    total, timed, fed = 0.0, 0, 0
+    bounds = [round(i * n / strata) for i in range(strata + 1)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        if hi <= lo:
+            continue
+        mid = (lo + hi) // 2  # the step that feeds targets[mid - 1]; step 0 feeds nothing new (argmax only)
+        want = max(mid - 1, 0)
+        if want > fed:
+            append(model, cache, targets[fed:want], chunk=chunk)
+            fed = want
+        times = []
+        for _ in range(repeats):
+            _sync(model)
+            t0 = time.perf_counter()
+            logits = append(model, cache, [targets[fed]])
+            int(torch.argmax(logits))
+            times.append(time.perf_counter() - t0)
+            crop_cache(cache, base + fed)
+        timed += repeats
+        total += (hi - lo) * statistics.median(times)
+    return Run(prompt.seconds, total, n, n, {"timed_steps": timed, "strata": strata})
+
+
+def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n: int = 3,
             eos_ids: tuple[int, ...] = ()) -> Run:
     """Prompt lookup decoding simulated on `targets` (gold tokens + end token): each
     verify forward is [last token + draft], accepted = the draft prefix equal to the
     targets, then one bonus token (what the model's argmax would be)."""
     import torch
 
+    prompt_ids = prompt.ids
+    cache, logits = clone_cache(model, prompt.cache), prompt.logits
     start = time.perf_counter()
-    cache = new_cache(model)
-    logits = append(model, cache, prompt_ids)
-    prompt_s = time.perf_counter() - start
     lookup = NgramLookup([], max_n)
     lookup.extend(prompt_ids)
     forwards = drafted = accepted = 0
@@ -154,27 +227,30 @@ def run_pld(model, prompt_ids: list[int], targets: list[int], *, draft: int = 10
         else:
             logits = out
         pos += 1 + n_ok
-    wall = time.perf_counter() - start
+    after = time.perf_counter() - start
     if cache_len(cache) != len(prompt_ids) + len(targets) - 1:
         raise RuntimeError("prompt lookup cache length is off")
     if lookup.written[len(prompt_ids) :] != targets:
         raise RuntimeError("prompt lookup did not reproduce the gold tokens")
-    return Run(wall, prompt_s, forwards, len(targets) - 1, {"drafted": drafted, "accepted": accepted})
+    return Run(prompt.seconds, after, forwards, len(targets) - 1, {"drafted": drafted, "accepted": accepted})
 
 
 def run_cad(editor: CopyEditor, before: str, after: str, program_text: str, instruction: str, *,
-            copy_mode: str, speculative: int = 0) -> Run:
+            copy_mode: str, speculative: int = 0, prompt_s: float | None = None) -> Run:
+    """`editor.execute` of the program; `prompt_s` (the numbered prompt's forward, when this run
+    reused a kept prompt's KV) stands for its own prompt time."""
     start = time.perf_counter()
     result = editor.execute(before, program_text, instruction, copy_mode=copy_mode, speculative=speculative)
     wall = time.perf_counter() - start
     if not result.complete or result.text != after or result.program_text != "<program>" + program_text.removeprefix("<program>"):
         raise RuntimeError(f"the oracle program did not reproduce the gold text ({copy_mode}, speculative={speculative})")
     s = result.stats
-    return Run(wall, s.prompt_s, s.total_forwards - s.forwards["prompt"], s.generated_tokens,
+    return Run(s.prompt_s if prompt_s is None else prompt_s, wall - s.prompt_s,
+               s.total_forwards - s.forwards["prompt"], s.generated_tokens,
                {"forwards": dict(s.forwards), "copied": s.copied_tokens, "fast_forwarded": s.fast_forwarded_tokens,
                 "drafted": s.drafted_tokens, "accepted": s.accepted_tokens, "mask_s": s.mask_s,
                 "model_s": s.model_s, "prompt_tokens": s.prompt_tokens, "model_s_by_kind": dict(s.model_s_by_kind),
-                "tokenize_s": s.tokenize_s})
+                "tokenize_s": s.tokenize_s, "prompt_reused": s.prompt_reused_tokens})
 
 
 # --------------------------------------------------------------------------- study
@@ -215,8 +291,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--buckets", default=None, metavar="LABEL,...",
                         help=f"long-file corpora: only these length buckets ({', '.join(LENGTH_BUCKETS)})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the case sample and the random weights")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's, one per core, as the kernel study that "
+                             "gives the bound's s(N))")
     parser.add_argument("--device", default="cpu", help="where the model runs: cpu or cuda (GPU timings)")
+    parser.add_argument("--regen-sample", type=int, default=None, metavar="N",
+                        help=f"time full regeneration on N strata of its steps instead of every step (0: every "
+                             f"step; default {DEFAULT_REGEN_STRATA} for long-file corpora, 0 for the others)")
+    parser.add_argument("--regen-full-max", type=int, default=DEFAULT_REGEN_FULL_MAX, metavar="TOKENS",
+                        help="with --regen-sample, also time every step of answers up to this many tokens and "
+                             f"report the estimate's error there (default {DEFAULT_REGEN_FULL_MAX})")
     parser.add_argument("--draft", type=int, default=10, help="max draft tokens (prompt lookup and speculative)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, {QUICK_LIMIT} cases per corpus")
@@ -225,7 +309,8 @@ def add_arguments(parser) -> None:
                         help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=DEVICE)")
     parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
     parser.add_argument("--report-name", default=None,
-                        help="file name stem of the report, CSV and plots (default generator; --quick generator_quick)")
+                        help="file name stem of the report, CSV and plots (default generator, generator_NAME for "
+                             "--dataset NAME; --quick generator_quick)")
 
 
 @dataclass
@@ -247,8 +332,15 @@ class CaseResult:
         return self.runs["regen"].after_prompt_s / self.runs[method].after_prompt_s
 
 
-def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> CaseResult:
-    """All methods on one case (raises if any fails to reproduce the gold output)."""
+def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, regen_strata: int | None = None,
+                 regen_full_max: int = 0) -> CaseResult:
+    """All methods on one case (raises if any fails to reproduce the gold output).
+
+    Regeneration is timed at every step when `regen_strata` is None or the gold answer has at
+    most `regen_full_max` tokens, else estimated from `regen_strata` timed steps
+    (:func:`run_regen_sampled`); where both run, the report compares them. Each prompt kind
+    is prefilled once: regeneration and prompt lookup start from a copy of the plain prompt's
+    KV cache, the CaD runs after the first reuse the numbered prompt's (`editor` keeps one)."""
     encode = editor.encode
     count = lambda text: len(encode(text))
     program = oracle_program(case.before, case.after, count_tokens=count).to_text(header=False)
@@ -256,15 +348,24 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int) -> C
     targets = encode(case.after) + [eos]
     if b"".join(editor.vocab.token_bytes[t] for t in targets[:-1]) != case.after.encode("utf-8"):
         raise RuntimeError(f"{case.id}: the gold tokens do not spell the gold text")
-    prompt_ids = editor.encode_prompt(regen_prompt(tokenizer, case.before, case.instruction))
-    runs = {
-        "regen": run_regen(model, prompt_ids, targets),
-        "pld": run_pld(model, prompt_ids, targets, draft=draft, eos_ids=(eos,)),
-        "cad_prefill": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill"),
-        "cad_skip": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="skip"),
-        "cad_spec": run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill",
-                            speculative=draft),
-    }
+    prompt = prefill(model, editor.encode_prompt(regen_prompt(tokenizer, case.before, case.instruction)))
+    steps = len(targets) - 1
+    full = run_regen(model, prompt, targets) if regen_strata is None or steps <= regen_full_max else None
+    sampled = (run_regen_sampled(model, prompt, targets, strata=regen_strata)
+               if regen_strata is not None and steps > regen_strata else None)
+    regen = full or sampled
+    regen.extra.update(full_s=full.after_prompt_s if full else None,
+                       sampled_s=sampled.after_prompt_s if sampled else None)
+    runs = {"regen": regen, "pld": run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,))}
+    del prompt
+    editor.forget_prompts()
+    runs["cad_prefill"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill")
+    cad_prompt_s = runs["cad_prefill"].prompt_s
+    runs["cad_skip"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="skip",
+                               prompt_s=cad_prompt_s)
+    runs["cad_spec"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill",
+                               speculative=draft, prompt_s=cad_prompt_s)
+    editor.forget_prompts()
     return CaseResult("", case.id, len(targets) - 1, runs["cad_prefill"].tokens, runs, case)
 
 
@@ -330,6 +431,17 @@ def tables(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float]) -> 
     fwd = markdown_table(["corpus", "gold tokens", "program tokens"] + [f"{m} forwards" for m in METHODS]
                          + ["pld accepted/drafted", "spec accepted/drafted"], fwd_rows)
     return speed, wall, fwd
+
+
+def regen_check_table(by_corpus: dict[str, list[CaseResult]]) -> str | None:
+    """Cases where regeneration was timed both at every step and by strata: the estimate's error."""
+    rows = [(r.corpus, r.id, r.out_tokens, f"{x['full_s']:.1f}", f"{x['sampled_s']:.1f}",
+             f"{100 * (x['sampled_s'] / x['full_s'] - 1):+.1f}%")
+            for rs in by_corpus.values() for r in rs
+            if (x := r.runs["regen"].extra).get("full_s") and x.get("sampled_s")]
+    if not rows:
+        return None
+    return markdown_table(["corpus", "case", "gold tokens", "every step s", "estimate s", "estimate error"], rows)
 
 
 def time_table(by_corpus: dict[str, list[CaseResult]]) -> str:
@@ -428,7 +540,9 @@ def run(args) -> int:
     import torch
     from transformers import PreTrainedTokenizerFast
 
-    torch.set_num_threads(args.threads)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    args.threads_used = torch.get_num_threads()
     limit = args.limit if args.limit is not None else (QUICK_LIMIT if args.quick else DEFAULT_LIMIT)
     limit = None if limit == 0 else limit
     per_bucket = args.limit if args.limit is not None else (1 if args.quick else DEFAULT_PER_BUCKET)
@@ -441,7 +555,7 @@ def run(args) -> int:
     model = build_model(QUICK_CONFIG if args.quick else args.config, args.dtype, args.device, seed=args.seed)
     tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tok_dir))
-    editor = CopyEditor(model, tokenizer)
+    editor = CopyEditor(model, tokenizer, prompt_cache=1)
     select = args.kernel_select or f"config={args.config},dtype={args.dtype},device={args.device}"
     curves = read_kernel_curves(args.kernel_csv, select) if Path(args.kernel_csv).is_file() else {}
     curve = next(iter(curves.values()), None)
@@ -455,7 +569,7 @@ def run(args) -> int:
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    name = args.report_name or ("generator_quick" if args.quick else "generator")
+    name = args.report_name or ("generator_quick" if args.quick else report_stem(args, "generator", DEFAULT))
     by_corpus: dict[str, list[CaseResult]] = {}
     cases_by_corpus: dict[str, list] = {}
     started = time.perf_counter()
@@ -464,7 +578,10 @@ def run(args) -> int:
         cases_by_corpus[corpus.name] = cases
         results = []
         for case in cases:
-            r = measure_case(model, editor, tokenizer, case, draft=args.draft)
+            strata = args.regen_sample if args.regen_sample is not None else (
+                DEFAULT_REGEN_STRATA if corpus.bucketed else 0)
+            r = measure_case(model, editor, tokenizer, case, draft=args.draft, regen_strata=strata or None,
+                             regen_full_max=args.regen_full_max)
             r.corpus, r.bucketed = corpus.name, corpus.bucketed
             results.append(r)
             print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in METHODS),
@@ -490,14 +607,21 @@ def run(args) -> int:
                                                     if n in bucketed else "")
                       for n, cs in cases_by_corpus.items())
     where = (f"CUDA: {torch.cuda.get_device_name()}, torch {torch.__version__}" if args.device == "cuda"
-             else f"CPU, {args.threads} torch thread(s), torch {torch.__version__}")
+             else f"CPU, {args.threads_used} torch thread(s), torch {torch.__version__}")
     noise_note = ("GPU timings: every step reads its argmax on the host (as a sampler does), so each step waits for "
                   "the GPU." if args.device == "cuda" else
-                  f"The kernel CSV was measured with torch's default thread count; this study runs {args.threads} "
-                  "thread(s) on a machine shared with other work, so absolute times are noisy.")
+                  f"The kernel CSV was measured with torch's default thread count; this study ran "
+                  f"{args.threads_used} thread(s).")
     bound_note = (f"Closed-form bound: T / (T_gen + sum_k N_k / s(N_k)) over the same sampled cases (coverage study), "
                   f"s(N) from `{Path(args.kernel_csv).name}` rows `{select}`." if curve else
                   f"No kernel curve for `{select}` in `{args.kernel_csv}`: bound n/a.")
+    n_sampled = sum(1 for rs in by_corpus.values() for r in rs if r.runs["regen"].extra.get("full_s") is None)
+    check = regen_check_table(by_corpus)
+    regen_note = (f"Full regeneration was estimated from timed strata of its steps on {n_sampled} of "
+                  f"{sum(map(len, by_corpus.values()))} cases (`--regen-sample`); timed at every step on the others."
+                  if n_sampled else "Full regeneration was timed at every step on every case.")
+    if check:
+        regen_note += (" Where both ran, the estimate against every step (after the prompt):\n\n" + check)
     body = f"""Model: `{config_name}` Qwen2 with seeded random weights ({args.dtype}, {where}); tokenizer: Qwen2.5 ({tok_dir.name}). Cases per corpus: {sizes} (seeded sample, seed {args.seed};
 ids below). Measured time {elapsed:.0f} s (plus one untimed warm-up case). Draft length {args.draft}, n-grams up to 3.
 
@@ -509,6 +633,8 @@ rows `NAME <200` etc. are a long-file corpus's document-length buckets, in lines
 {speed}
 
 {bound_note} {noise_note}
+
+{regen_note}
 
 **Summed wall times** (seconds; the CaD runs include the grammar mask at every step):
 
@@ -533,10 +659,10 @@ Per case, against document length and the changed fraction of its lines:
 """
     extra = ["--quick"] if args.quick else []
     for key in ("config", "dtype", "device", "limit", "buckets", "seed", "threads", "draft", "kernel_select",
-                "report_name"):
+                "regen_sample", "regen_full_max", "report_name"):
         val = getattr(args, key)
-        default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "device": "cpu", "seed": 0, "threads": 1,
-                   "draft": 10}.get(key)
+        default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "device": "cpu", "seed": 0,
+                   "draft": 10, "regen_full_max": DEFAULT_REGEN_FULL_MAX}.get(key)
         if val is not None and val != default:
             extra += [f"--{key.replace('_', '-')}", str(val)]
     path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode", body,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 
-__all__ = ["new_cache", "cache_len", "crop_cache", "append", "cache_keyword"]
+__all__ = ["new_cache", "clone_cache", "cache_len", "crop_cache", "append", "cache_keyword"]
 
 _KEYWORD: dict[type, str] = {}
 
@@ -72,6 +72,19 @@ def _growing_layer_class():
             if tokens_to_remove and self.is_initialized:
                 self._set(max(self._n + tokens_to_remove, 0))
 
+        def clone_from(self, other) -> None:
+            """Become an independent copy of `other` (a :class:`GrowingLayer`): its positions in a buffer
+            of their own, with the same room to grow."""
+            self.__dict__.update({k: v for k, v in other.__dict__.items() if k not in ("keys", "values", "_k", "_v")})
+            if not other.is_initialized:
+                return
+            n = other._n
+            self._k = other._k.new_empty(other._k.shape)
+            self._v = other._v.new_empty(other._v.shape)
+            self._k[..., :n, :].copy_(other._k[..., :n, :])
+            self._v[..., :n, :].copy_(other._v[..., :n, :])
+            self._set(n)
+
         def batch_repeat_interleave(self, repeats: int) -> None:
             raise NotImplementedError("GrowingLayer holds one sequence")
 
@@ -101,6 +114,21 @@ def new_cache(model):
     if layers and all(type(layer) is DynamicLayer for layer in layers):
         cache.layers = [growing() for _ in layers]
     return cache
+
+
+def clone_cache(model, cache):
+    """An independent copy of `cache` (from :func:`new_cache`): appending to or cropping
+    one leaves the other as it was. This is how a prompt's KV is reused across runs
+    (prefix caching) instead of prefilled again."""
+    import copy
+
+    out = new_cache(model)
+    layers = getattr(cache, "layers", None)
+    if layers and len(getattr(out, "layers", ())) == len(layers) and all(hasattr(x, "clone_from") for x in layers):
+        for mine, theirs in zip(out.layers, layers):
+            mine.clone_from(theirs)
+        return out
+    return copy.deepcopy(cache)  # other layer kinds (sliding windows, older transformers)
 
 
 def cache_keyword(model) -> str:

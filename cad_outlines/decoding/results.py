@@ -22,6 +22,7 @@ class EditStats:
     forwards: dict[str, int] = field(
         default_factory=lambda: {"prompt": 0, "decode": 0, "copy": 0, "fast_forward": 0, "verify": 0})
     prompt_tokens: int = 0
+    prompt_reused_tokens: int = 0  # prompt positions copied from a kept prompt's KV (CopyEditor prompt_cache)
     generated_tokens: int = 0
     copied_tokens: int = 0
     fast_forwarded_tokens: int = 0

@@ -50,12 +50,13 @@ from __future__ import annotations
 import codecs
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..decoding.encoding import TokenEncoder
-from ..decoding.kv import append, cache_len, crop_cache, new_cache
+from ..decoding.kv import append, cache_len, clone_cache, crop_cache, new_cache
 from ..decoding.prompt import build_prompt
 from ..decoding.results import EditEvent, EditResult, EditStats, resolver_events
 from ..decoding.spans import SpanConstraint
@@ -87,6 +88,23 @@ __all__ = [
 GEN_CLOSE_BYTES = GEN_CLOSE.encode()
 
 
+@dataclass
+class _KeptPrompt:
+    """A prompt's token ids, its KV cache right after the prompt, and the logits there."""
+
+    ids: tuple[int, ...]
+    cache: object
+    logits: object
+
+
+def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class _ContextFull(Exception):
     """The next forward would pass the model's context (``max_position_embeddings``)."""
 
@@ -95,14 +113,24 @@ class CopyEditor:
     """Applies edits with a transformers causal LM under copy_edit.lark."""
 
     def __init__(self, model, tokenizer, *, grammar: CompiledGrammar | None = None, cache=True,
-                 progress: bool = False, prefill_chunk: int | None = 1024):
+                 progress: bool = False, prefill_chunk: int | None = 1024, prompt_cache: int = 0):
         """`prefill_chunk`: a copy longer than this many tokens enters the KV cache in forwards
         of at most this many (None: always one forward); the one-forward speedup has flattened
         out well before 512 tokens, while one forward of thousands of tokens over a long context
-        builds an attention matrix of that many rows at once."""
+        builds an attention matrix of that many rows at once.
+
+        `prompt_cache`: keep the KV of the last this many prompts (0: none). A run whose
+        prompt shares a prefix with a kept one starts from a copy of that KV cut to the shared
+        prefix and prefills only the rest (several programs sampled for one edit, or retries,
+        pay the prompt once). Logits then equal a fresh prefill's up to float rounding. Each
+        kept prompt holds its whole KV cache in memory."""
         if prefill_chunk is not None and prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be >= 1 or None, not {prefill_chunk}")
+        if not isinstance(prompt_cache, int) or isinstance(prompt_cache, bool) or prompt_cache < 0:
+            raise ValueError(f"prompt_cache must be an int >= 0, not {prompt_cache!r}")
         self.prefill_chunk = prefill_chunk
+        self.prompt_cache = prompt_cache
+        self._prompts: list[_KeptPrompt] = []  # most recently used last
         self.model, self.tokenizer = model, tokenizer
         size = getattr(model.config, "vocab_size", None)
         if grammar is None:
@@ -158,6 +186,26 @@ class CopyEditor:
         if pos < len(text):
             ids += self.encode(text[pos:])
         return ids
+
+    def _kept_prompt(self, ids: list[int]) -> tuple[_KeptPrompt | None, int]:
+        """The kept prompt sharing the longest prefix with `ids`, and that prefix's length."""
+        best, n = None, 0
+        for kept in self._prompts:
+            k = _shared_prefix(kept.ids, ids)
+            if k > n:
+                best, n = kept, k
+        return best, n
+
+    def _keep_prompt(self, ids: list[int], cache, logits) -> None:
+        if not self.prompt_cache:
+            return
+        self._prompts = [k for k in self._prompts if k.ids != tuple(ids)]
+        self._prompts.append(_KeptPrompt(tuple(ids), clone_cache(self.model, cache), logits.clone()))
+        del self._prompts[: -self.prompt_cache]
+
+    def forget_prompts(self) -> None:
+        """Drop the kept prompts' KV caches (see `prompt_cache`)."""
+        self._prompts.clear()
 
     def _greedy(self, data: bytes) -> list[int]:
         return self._encoder.greedy(data)
@@ -287,8 +335,21 @@ class _EditRun:
         if self.limit is not None and len(prompt_ids) >= self.limit:
             raise ContextLengthError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it "
                                      f"leaves no room in the model's context of {self.limit} positions")
-        self.cache = new_cache(self.editor.model)
-        self.logits = self.forward(prompt_ids, "prompt")
+        editor = self.editor
+        kept, shared = editor._kept_prompt(prompt_ids) if editor.prompt_cache else (None, 0)
+        if kept is None:
+            self.cache = new_cache(editor.model)
+            self.logits = self.forward(prompt_ids, "prompt")
+        else:
+            self.cache = clone_cache(editor.model, kept.cache)
+            if shared == len(prompt_ids) == len(kept.ids):
+                self.logits = kept.logits.clone()
+            else:  # cut to the shared prefix (leaving at least one token to forward for the logits)
+                shared = min(shared, len(prompt_ids) - 1)
+                crop_cache(self.cache, shared)
+                self.logits = self.forward(prompt_ids[shared:], "prompt")
+            self.stats.prompt_reused_tokens = shared
+        editor._keep_prompt(prompt_ids, self.cache, self.logits)
         self.stats.prompt_s = time.perf_counter() - self.started
 
     def grammar_mask(self) -> tuple[np.ndarray, list[int]]:

@@ -22,7 +22,7 @@ def setup(data_dir):
 
     model = generator.build_model(generator.QUICK_CONFIG, "fp32", "cpu", seed=0)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(data_dir / "tokenizers/qwen2.5"))
-    return model, tokenizer, CopyEditor(model, tokenizer)
+    return model, tokenizer, CopyEditor(model, tokenizer, prompt_cache=1)  # as the study builds it
 
 
 @pytest.mark.parametrize("corpus", ["humanevalfix-js", "editeval"])
@@ -41,7 +41,8 @@ def test_every_method_reproduces_the_gold_output(setup, corpus):
         for m in ("cad_prefill", "cad_skip", "cad_spec"):
             assert runs[m].tokens == r.program_tokens
             f = runs[m].extra["forwards"]
-            assert f["prompt"] == 1 and runs[m].forwards == sum(f.values()) - 1
+            assert f["prompt"] == (1 if m == "cad_prefill" else 0)  # the others reuse its prompt
+            assert runs[m].forwards == sum(f.values()) - f["prompt"]
         assert runs["cad_prefill"].extra["copied"] > 0 and runs["cad_skip"].extra["copied"] == 0
         assert runs["cad_spec"].forwards <= runs["cad_prefill"].forwards
         spec = runs["cad_spec"].extra
@@ -79,11 +80,44 @@ def test_baseline_prompts_hold_the_plain_document(setup):
     assert before in prompt and number_lines(before) not in prompt
     targets = editor.encode(after) + [tokenizer.eos_token_id]
     numbered = prompt.replace(before, number_lines(before))
-    plain_run = generator.run_pld(model, editor.encode_prompt(prompt), targets, eos_ids=(tokenizer.eos_token_id,))
-    numbered_run = generator.run_pld(model, editor.encode_prompt(numbered), targets,
+    plain_run = generator.run_pld(model, generator.prefill(model, editor.encode_prompt(prompt)), targets,
+                                  eos_ids=(tokenizer.eos_token_id,))
+    numbered_run = generator.run_pld(model, generator.prefill(model, editor.encode_prompt(numbered)), targets,
                                      eos_ids=(tokenizer.eos_token_id,))
     assert plain_run.forwards < numbered_run.forwards
     assert plain_run.extra["accepted"] > numbered_run.extra["accepted"]
+
+
+def test_sampled_regeneration_times_strata_and_leaves_the_prompt_as_it_was(setup):
+    """The strata estimate times `strata` x 3 real decode steps and counts every gold step; the
+    shared prompt's KV cache is only copied, never extended."""
+    from cad_outlines.decoding.kv import cache_len
+
+    model, tokenizer, editor = setup
+    prompt = generator.prefill(model, editor.encode_prompt("Rewrite this:\nalpha beta gamma\n"))
+    targets = editor.encode("alpha beta delta gamma epsilon " * 12) + [tokenizer.eos_token_id]
+    run = generator.run_regen_sampled(model, prompt, targets, strata=5, chunk=16)
+    assert run.forwards == len(targets) - 1 and run.extra["timed_steps"] == 15
+    assert run.after_prompt_s > 0 and run.prompt_s == prompt.seconds
+    assert cache_len(prompt.cache) == len(prompt.ids)
+    full = generator.run_regen(model, prompt, targets)
+    assert full.forwards == run.forwards and cache_len(prompt.cache) == len(prompt.ids)
+
+
+def test_regeneration_is_estimated_only_past_the_full_limit(setup):
+    model, tokenizer, editor = setup
+    case = generator.warm_up_case(load_corpus("humanevalfix-python"))
+    sampled = generator.measure_case(model, editor, tokenizer, case, draft=4, regen_strata=4, regen_full_max=0)
+    both = generator.measure_case(model, editor, tokenizer, case, draft=4, regen_strata=4, regen_full_max=10**6)
+    assert sampled.runs["regen"].extra["full_s"] is None and sampled.runs["regen"].extra["timed_steps"] == 12
+    assert both.runs["regen"].extra["full_s"] == both.runs["regen"].after_prompt_s
+    assert both.runs["regen"].extra["sampled_s"] > 0
+    assert "estimate error" in generator.regen_check_table({"c": [both]})
+    # the CaD runs after the first reuse its numbered prompt, and count its prompt time
+    cad = both.runs
+    assert cad["cad_skip"].extra["prompt_reused"] == cad["cad_prefill"].extra["prompt_tokens"]
+    assert cad["cad_skip"].prompt_s == cad["cad_spec"].prompt_s == cad["cad_prefill"].prompt_s
+    assert cad["cad_prefill"].extra["prompt_reused"] == 0
 
 
 def test_long_corpora_are_sampled_per_length_bucket():

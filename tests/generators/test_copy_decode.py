@@ -235,3 +235,42 @@ def test_long_copies_enter_in_chunks_of_prefill_chunk(tiny, editor):
     assert b.stats.forwards["copy"] >= -(-b.stats.copied_tokens // 32) > 1
     with pytest.raises(ValueError):
         CopyEditor(model, tok, grammar=editor.grammar, prefill_chunk=0)
+
+
+def test_clone_cache_is_independent():
+    from cad_outlines.decoding.kv import cache_len, clone_cache
+
+    model = random_qwen2()
+    a = new_cache(model)
+    append(model, a, list(range(10, 40)))
+    b = clone_cache(model, a)
+    assert cache_len(b) == 30
+    tail = [7, 8, 9]
+    la = append(model, a, tail, all_logits=True)
+    crop_cache(a, 5)  # cutting the original leaves the copy whole
+    lb = append(model, b, tail, all_logits=True)
+    assert torch.equal(la, lb) and cache_len(b) == 33
+
+
+def test_prompt_cache_reuses_a_kept_prompt_and_gives_the_same_edit(tiny, editor):
+    """With prompt_cache, a second run on the same prompt forwards no prompt token, and a run on
+    another instruction forwards only what follows the shared prefix; outputs are those of
+    fresh runs."""
+    model, tok = tiny
+    kept = CopyEditor(model, tok, grammar=editor.grammar, prompt_cache=2)
+    program = '<copy lines="1-2"/><gen>The dog liked bones.\n</gen><copy lines="4-4"/></program>'
+    fresh = editor.execute(DOC, program, "dog")
+    first = kept.execute(DOC, program, "dog")
+    again = kept.execute(DOC, program, "dog")
+    other = kept.execute(DOC, program, "make the cat a dog")
+    assert first.text == again.text == other.text == fresh.text
+    assert first.stats.prompt_reused_tokens == 0 and first.stats.forwards["prompt"] == 1
+    assert again.stats.prompt_reused_tokens == again.stats.prompt_tokens and again.stats.forwards["prompt"] == 0
+    assert 0 < other.stats.prompt_reused_tokens < other.stats.prompt_tokens and other.stats.forwards["prompt"] == 1
+    sampled = [kept.edit(DOC, "dog", max_new_tokens=40, sampling=Sampling(temperature=0.0)).program_text
+               for _ in range(2)]
+    assert sampled[0] == sampled[1] == editor.edit(DOC, "dog", max_new_tokens=40,
+                                                    sampling=Sampling(temperature=0.0)).program_text
+    assert len(kept._prompts) == 2
+    with pytest.raises(ValueError, match="prompt_cache"):
+        CopyEditor(model, tok, grammar=editor.grammar, prompt_cache=-1)

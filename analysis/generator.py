@@ -10,9 +10,10 @@ shapes, not weight values). Per case, on one model and KV cache:
   would only break the baselines' n-gram matches at every line start); then the gold new
   document one token per forward, plus the forward that would predict the end token
   (argmax taken each step, as a greedy sampler). On long-file corpora (thousands of steps
-  per case) its time is estimated from 32 strata of timed steps on the real KV cache
-  (median of 3 per stratum, times the stratum's steps); answers of at most 1,000 tokens are
-  also timed at every step, and the report shows the estimate's error there.
+  per case) its time is estimated from 32 strata: in each, 8 consecutive decode steps
+  timed on the real KV cache at the stratum's middle, their mean times the stratum's steps;
+  answers of at most 1,000 tokens are also timed at every step, and the report shows the
+  estimate's error there.
 * ``pld``: prompt lookup decoding (transformers' ``PromptLookupCandidateGenerator``
   rules) simulated on the gold output, same plain-document prompt as ``regen``: the
   longest suffix n-gram (n <= 3) of prompt +
@@ -119,9 +120,11 @@ class Prompt:
 
 
 def prefill(model, prompt_ids: list[int]) -> Prompt:
+    _sync(model)
     start = time.perf_counter()
     cache = new_cache(model)
     logits = append(model, cache, prompt_ids)
+    _sync(model)
     return Prompt(prompt_ids, cache, logits, time.perf_counter() - start)
 
 
@@ -149,18 +152,18 @@ def run_regen(model, prompt: Prompt, targets: list[int]) -> Run:
     return Run(prompt.seconds, after, len(targets) - 1, len(targets) - 1, {"timed_steps": len(targets) - 1})
 
 
-def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int, repeats: int = 3,
+def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int, run: int = 8,
                       chunk: int = 1024) -> Run:
-    """Full regeneration's time after the prompt, estimated from `strata` timed decode steps
-    instead of all of them: the T = len(targets) - 1 steps are cut into `strata` equal runs; in
-    each, the gold tokens before its middle step are prefilled (untimed, in chunks), then that
-    step (argmax + a one-token forward at that position of the real KV cache) is timed
-    `repeats` times (cropped back each time) and its median stands for every step of the run.
-    A decode step's cost is close to linear in the context length, so the middle step's is the
-    run's mean; the median drops one-off stalls a full run would pay (the estimate leans toward
-    a faster regeneration). ``--regen-full-max`` checks it against every step on short cases."""
-    import statistics
-
+    """Full regeneration's time after the prompt, estimated from `strata` runs of `run`
+    consecutive decode steps instead of all steps: the T = len(targets) - 1 steps are cut
+    into `strata` equal parts; in each, the gold tokens before its middle are prefilled
+    (untimed, in chunks), then 1 + `run` steps are decoded there exactly as :func:`run_regen`
+    does (argmax, a one-token forward of the gold token), the first untimed (it follows the
+    prefill), and the mean of the other `run` stands for every step of the part. A decode
+    step's cost is close to linear in the context length, so the middle's is the part's
+    mean; the steps run back to back because a step's cost depends on what ran just before
+    it (on a GPU, a step after a large prefill took a third of one inside a run of steps).
+    ``--regen-full-max`` checks the estimate against every step on short cases."""
     import torch
 
     n = len(targets) - 1
@@ -171,21 +174,22 @@ def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int,
     for lo, hi in zip(bounds, bounds[1:]):
         if hi <= lo:
             continue
-        mid = (lo + hi) // 2  # the step that feeds targets[mid - 1]; step 0 feeds nothing new (argmax only)
-        want = max(mid - 1, 0)
-        if want > fed:
-            append(model, cache, targets[fed:want], chunk=chunk)
-            fed = want
-        times = []
-        for _ in range(repeats):
-            _sync(model)
-            t0 = time.perf_counter()
-            logits = append(model, cache, [targets[fed]])
-            int(torch.argmax(logits))
-            times.append(time.perf_counter() - t0)
-            crop_cache(cache, base + fed)
-        timed += repeats
-        total += (hi - lo) * statistics.median(times)
+        first = min(max((lo + hi) // 2 - run // 2, 0), max(n - run - 1, 0))  # the run's first step feeds targets[first]
+        if first < fed:
+            crop_cache(cache, base + first)
+        elif first > fed:
+            append(model, cache, targets[fed:first], chunk=chunk)
+        fed = first
+        k = min(run + 1, n - fed)
+        _sync(model)
+        for i in range(k):
+            if i == 1:
+                t0 = time.perf_counter()
+            int(torch.argmax(append(model, cache, [targets[fed + i]])))
+        per_step = (time.perf_counter() - t0) / (k - 1) if k > 1 else 0.0
+        fed += k
+        timed += max(k - 1, 0)
+        total += (hi - lo) * per_step
     return Run(prompt.seconds, total, n, n, {"timed_steps": timed, "strata": strata})
 
 

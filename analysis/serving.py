@@ -46,6 +46,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
 import random
 import re
 import shlex
@@ -87,6 +88,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {METHODS}")
     parser.add_argument("--draft", type=int, default=10, help="n-gram speculative tokens")
+    parser.add_argument("--cpu-threads", type=int, default=None, metavar="N",
+                        help="vLLM CPU: bind the model's OpenMP threads to the first N cores of this process "
+                             "(default: all of them; 0: vLLM's own binding, which on x86 reserves one core per "
+                             "rank for its scheduler: one thread of two on a 2-core machine). In-process studies "
+                             "and the kernel curve use every core")
     parser.add_argument("--block-size", type=int, default=32, help="KV block size (prefix-cache granularity)")
     parser.add_argument("--kv-gib", type=float, default=3.0, help="KV cache size in GiB")
     parser.add_argument("--max-model-len", type=int, default=4096)
@@ -181,9 +187,24 @@ class MethodResult:
         return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def cpu_binding(threads: int | None) -> dict[str, str]:
+    """The environment that binds vLLM's CPU worker to `threads` cores of this process's
+    affinity (None: all; 0: none set, vLLM's auto binding). Variables the user set win."""
+    if threads == 0:
+        return {}
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if threads is not None:
+        if threads < 0 or threads > len(cores):
+            raise SystemExit(f"--cpu-threads: {threads} is not between 0 and this process's {len(cores)} cores")
+        cores = cores[:threads]
+    env = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    return {k: v for k, v in env.items() if k not in os.environ}
+
+
 def _engine(model: Path, args, **kwargs):
     from vllm import LLM
 
+    os.environ.update(cpu_binding(args.cpu_threads))
     return LLM(model=str(model), dtype=DTYPES[args.dtype], enforce_eager=True, enable_prefix_caching=True,
                block_size=args.block_size, kv_cache_memory_bytes=int(args.kv_gib * 2**30),
                max_model_len=args.max_model_len, max_num_seqs=256, seed=args.seed, disable_log_stats=False, **kwargs)
@@ -430,7 +451,9 @@ def run(args) -> int:
     body = [__doc__.split("\n\n", 1)[1].strip(), "",
             f"Model: `{config}` shape ({json.dumps(shape)}), "
             f"{args.dtype}, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
-            f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB; "
+            f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB, "
+            f"{args.max_model_len} positions; CPU threads: VLLM_CPU_OMP_THREADS_BIND="
+            f"{os.environ.get('VLLM_CPU_OMP_THREADS_BIND', 'auto')!r} (`--cpu-threads`); "
             f"all edits of a run submitted at once to one in-process engine. {versions}",
             ""]
     name = report_name(args)
@@ -551,6 +574,10 @@ def _argv(args) -> list[str]:
         out.append("--quick")
     if args.dtype != "bf16":
         out += ["--dtype", args.dtype]
+    if args.cpu_threads is not None:
+        out += ["--cpu-threads", str(args.cpu_threads)]
+    if args.max_model_len != 4096:
+        out += ["--max-model-len", str(args.max_model_len)]
     if args.report_name:
         out += ["--report-name", args.report_name]
     return out + corpus_argv(args)

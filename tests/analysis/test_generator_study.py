@@ -96,8 +96,8 @@ def test_sampled_regeneration_times_strata_and_leaves_the_prompt_as_it_was(setup
     model, tokenizer, editor = setup
     prompt = generator.prefill(model, editor.encode_prompt("Rewrite this:\nalpha beta gamma\n"))
     targets = editor.encode("alpha beta delta gamma epsilon " * 12) + [tokenizer.eos_token_id]
-    run = generator.run_regen_sampled(model, prompt, targets, strata=5, chunk=16)
-    assert run.forwards == len(targets) - 1 and run.extra["timed_steps"] == 15
+    run = generator.run_regen_sampled(model, prompt, targets, strata=5, run=4, chunk=16)
+    assert run.forwards == len(targets) - 1 and run.extra["timed_steps"] == 20
     assert run.after_prompt_s > 0 and run.prompt_s == prompt.seconds
     assert cache_len(prompt.cache) == len(prompt.ids)
     full = generator.run_regen(model, prompt, targets)
@@ -109,7 +109,7 @@ def test_regeneration_is_estimated_only_past_the_full_limit(setup):
     case = generator.warm_up_case(load_corpus("humanevalfix-python"))
     sampled = generator.measure_case(model, editor, tokenizer, case, draft=4, regen_strata=4, regen_full_max=0)
     both = generator.measure_case(model, editor, tokenizer, case, draft=4, regen_strata=4, regen_full_max=10**6)
-    assert sampled.runs["regen"].extra["full_s"] is None and sampled.runs["regen"].extra["timed_steps"] == 12
+    assert sampled.runs["regen"].extra["full_s"] is None and sampled.runs["regen"].extra["timed_steps"] == 4 * 8
     assert both.runs["regen"].extra["full_s"] == both.runs["regen"].after_prompt_s
     assert both.runs["regen"].extra["sampled_s"] > 0
     assert "estimate error" in generator.regen_check_table({"c": [both]})

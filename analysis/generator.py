@@ -669,6 +669,13 @@ Per case, against document length and the changed fraction of its lines:
                    "draft": 10, "regen_full_max": DEFAULT_REGEN_FULL_MAX}.get(key)
         if val is not None and val != default:
             extra += [f"--{key.replace('_', '-')}", str(val)]
+    if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
+        csv_path = Path(args.kernel_csv)
+        try:
+            csv_path = csv_path.resolve().relative_to(Path.cwd())
+        except ValueError:
+            pass
+        extra += ["--kernel-csv", str(csv_path)]
     path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode", body,
                         shlex.join(["cad-outlines", "study", "generator", *corpus_argv(args), *extra]))
     print(f"wrote {path}")

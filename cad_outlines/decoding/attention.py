@@ -33,7 +33,7 @@ def gqa_sdpa_forward(module, query, key, value, attention_mask, dropout: float =
     groups = getattr(module, "num_key_value_groups", 1)
     q_len, kv_len = query.shape[2], key.shape[2]
     if (groups == 1 or q_len == 1 or dropout or kwargs.get("position_bias") is not None
-            or kwargs.get("softcap") is not None or not hasattr(torch.nn.functional, "scaled_dot_product_attention")):
+            or kwargs.get("softcap") is not None):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     causal = False

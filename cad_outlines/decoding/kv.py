@@ -122,9 +122,9 @@ def clone_cache(model, cache):
     (prefix caching) instead of prefilled again."""
     import copy
 
-    out = new_cache(model)
     layers = getattr(cache, "layers", None)
-    if layers and len(getattr(out, "layers", ())) == len(layers) and all(hasattr(x, "clone_from") for x in layers):
+    if layers and all(hasattr(x, "clone_from") for x in layers):
+        out = new_cache(model)
         for mine, theirs in zip(out.layers, layers):
             mine.clone_from(theirs)
         return out

@@ -209,8 +209,11 @@ class CopyEditor:
     def _keep_prompt(self, ids: list[int], cache, logits) -> None:
         if not self.prompt_cache:
             return
-        self._prompts = [k for k in self._prompts if k.ids != tuple(ids)]
-        self._prompts.append(_KeptPrompt(tuple(ids), clone_cache(self.model, cache), logits.clone()))
+        key = tuple(ids)
+        same = [k for k in self._prompts if k.ids == key]
+        self._prompts = [k for k in self._prompts if k.ids != key]
+        # a prompt kept already moves to the end as it is (its KV is the same: no second copy)
+        self._prompts.append(same[0] if same else _KeptPrompt(key, clone_cache(self.model, cache), logits.clone()))
         del self._prompts[: -self.prompt_cache]
 
     def forget_prompts(self) -> None:

@@ -68,7 +68,7 @@ from ..engine.compile import compile_grammar
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
-from ..errors import ContextLengthError
+from ..errors import ContextLengthError, ParameterError, ProgramError
 from ..grammars import grammar_path
 from .ngram import NgramLookup
 from .sampling import Sampling, sample_token, verify_token
@@ -133,9 +133,9 @@ class CopyEditor:
         verifies: 4-6x cheaper on a long context on CPU); same outputs up to float rounding.
         This changes `model` for its other users too."""
         if prefill_chunk is not None and prefill_chunk < 1:
-            raise ValueError(f"prefill_chunk must be >= 1 or None, not {prefill_chunk}")
+            raise ParameterError(f"prefill_chunk must be >= 1 or None, not {prefill_chunk}")
         if not isinstance(prompt_cache, int) or isinstance(prompt_cache, bool) or prompt_cache < 0:
-            raise ValueError(f"prompt_cache must be an int >= 0, not {prompt_cache!r}")
+            raise ParameterError(f"prompt_cache must be an int >= 0, not {prompt_cache!r}")
         self.prefill_chunk = prefill_chunk
         self.prompt_cache = prompt_cache
         if gqa_attention:
@@ -244,11 +244,11 @@ class CopyEditor:
         (:attr:`max_positions`), and a prompt that leaves no room raises
         :class:`ContextLengthError` (a ValueError)."""
         if copy_mode not in ("prefill", "skip"):
-            raise ValueError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
+            raise ParameterError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
         if speculative < 0:
-            raise ValueError(f"speculative must be >= 0, not {speculative}")
+            raise ParameterError(f"speculative must be >= 0, not {speculative}")
         if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
+            raise ParameterError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
         run = _EditRun(self, document, max_new_tokens=max_new_tokens, sampling=sampling, copy_mode=copy_mode,
                        monotonic=monotonic, script=script, speculative=speculative, stop_at_context=stop_at_context)
         yield from run.events(prompt if prompt is not None else build_prompt(self.tokenizer, document, instruction))
@@ -402,8 +402,8 @@ class _EditRun:
         if self.script is not None:
             tok = self.script_next()
             if not mask[tok]:
-                raise ValueError(f"the script is not a valid program here: "
-                                 f"{self.script_bytes[len(self.program_bytes):][:40]!r}")
+                raise ProgramError(f"the script is not a valid program here: "
+                                   f"{self.script_bytes[len(self.program_bytes):][:40]!r}")
             return tok
         if self.draft:
             return verify_token(self.logits, mask, self.sampling, self.generator, self.draft[0])
@@ -529,7 +529,7 @@ class _EditRun:
         """The script's next token (as it continues the program bytes so far)."""
         done = bytes(self.program_bytes)
         if not self.script_bytes.startswith(done) or len(self.script_bytes) == len(done):
-            raise ValueError(f"the script diverged or ended early after {done[-40:]!r}")
+            raise ProgramError(f"the script diverged or ended early after {done[-40:]!r}")
         return self.editor._next_token(self.script_bytes, len(done))
 
 

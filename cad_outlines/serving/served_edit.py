@@ -34,7 +34,7 @@ from ..edits.program import PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
-from ..errors import ParameterError, ServingError
+from ..errors import ParameterError, ProgramError, ServingError
 from .request import ConstraintRequest, EditSegment, GrammarSpec
 
 __all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats",
@@ -110,8 +110,11 @@ def script_program_ids(grammar: CompiledGrammar, encoder: TokenEncoder, script: 
         m.advance_many(forced)
         ids.extend(forced)
         pos += sum(len(grammar.token_bytes(t)) for t in forced)
-    if data[:pos] != b"".join(grammar.token_bytes(t) for t in ids):
-        raise ValueError("the script's tokens do not spell the script")
+    spelled = b"".join(grammar.token_bytes(t) for t in ids)
+    if spelled != data:
+        at = next((i for i, (a, b) in enumerate(zip(spelled, data)) if a != b), min(len(spelled), len(data)))
+        raise ProgramError(f"the script's tokens do not spell the script from byte {at} on "
+                           f"({data[at:at + 20]!r} spelled as {spelled[at:at + 20]!r})")
     return ids
 
 
@@ -137,7 +140,7 @@ class ServedEdit:
                  session: str | None = None, tag: str | None = None, forced_min_run: int = 2,
                  max_context: int | None = None, copy_mode: str = "prefill"):
         if forced_min_run < 0:
-            raise ValueError(f"forced_min_run must be >= 0 (0: forced runs are decoded), not {forced_min_run}")
+            raise ParameterError(f"forced_min_run must be >= 0 (0: forced runs are decoded), not {forced_min_run}")
         if copy_mode not in ("prefill", "skip"):
             raise ParameterError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
         self.copy_mode = copy_mode  # skip: copied lines never enter the context, so a copy does not end a request

@@ -145,3 +145,41 @@ def test_prompts_keep_special_tokens_and_the_text_tokenization(setup):
     doc_ids = editor.encode("\n" + document)[1:]
     assert any(ids[i : i + len(doc_ids)] == doc_ids for i in range(len(ids)))
     assert editor.encode_prompt("no markers here") == editor.encode("no markers here")
+
+
+def test_bound_check_splits_the_gap_into_context_and_loop(data_dir, monkeypatch):
+    """With copies priced as the kernel prices them, the bound at the run's cost is the kernel
+    bound (context share 1); pricing them twice as high lowers it; the loop share is CaD over
+    the run-cost bound. Timings are made up, so only the arithmetic is under test."""
+    from analysis.datasets import EditCase
+
+    from cad_outlines.edits.metrics import KernelCurve
+
+    monkeypatch.setenv("CAD_OUTLINES_DATA", str(data_dir))
+    before = "".join(f"value_{i} = compute({i}, scale=2)\n" for i in range(40))
+    after = before.replace("value_7 = compute(7, scale=2)", "value_7 = compute(7, scale=3)  # fixed")
+    case = EditCase("c", before, after)
+    curve = KernelCurve.from_points([(1, 1.0), (1000, 10.0)])
+    tally = generator._group_tallies({"c": [generator.CaseResult("c", "c", 0, 0, {}, case)]})["c"]
+    copied = sum(tally.copy_tokens)
+    step = 0.1
+    kernel_price = sum(n / curve(n) for n in tally.copy_tokens) / copied
+
+    def result(price_factor: float, cad_s: float) -> generator.CaseResult:
+        regen = generator.Run(1.0, tally.out_tokens * step, tally.out_tokens, tally.out_tokens)
+        cad = generator.Run(1.0, cad_s, 10, tally.program_tokens, {
+            "model_s_by_kind": {"copy": copied * kernel_price * price_factor * step}, "copied": copied,
+            "prompt_tokens": 500})
+        return generator.CaseResult("c", "c", tally.out_tokens, tally.program_tokens,
+                                    {"regen": regen, "cad_prefill": cad}, case)
+
+    kernel_bound = tally.bounds(curve)[0]
+    same = generator.bound_check_table({"c": [result(1.0, tally.out_tokens * step / kernel_bound * 2)]}, curve)
+    row = [c.strip() for c in same.splitlines()[2].split("|")[1:-1]]
+    assert row[5] == row[6] == f"{kernel_bound:.2f}x"  # the two bounds agree
+    assert row[8] == "1.00" and row[9] == "0.50"  # context share 1, CaD at half the bound (rest share)
+    dear = generator.bound_check_table({"c": [result(2.0, 1.0)]}, curve)
+    row = [c.strip() for c in dear.splitlines()[2].split("|")[1:-1]]
+    run_bound = tally.out_tokens / (tally.program_tokens + 2 * kernel_price * copied)
+    assert row[6] == f"{run_bound:.2f}x" and float(row[8]) < 1.0
+    assert generator.bound_check_table({"c": [result(1.0, 1.0)]}, None) is None

@@ -16,9 +16,7 @@ byte is shared by every configuration that reaches the same hypothesis on that b
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +24,7 @@ import numpy as np
 from ...limits import active_limits, check_deadline, check_limit
 from ..store.lexer import BOUNDARY, INDENT_BASE, NO_LINE_BREAK, Config, Lexer, indent_step
 from ..store.mask_store import MaskStore, Row, SetInterner
+from ..store.timings import phase_clock
 
 __all__ = ["TokenBytes", "ConfigTransitions", "ByteAutomaton", "byte_automaton", "index_config", "explore",
            "build_mask_store"]
@@ -435,8 +434,7 @@ def explore(lexer: Lexer, tokens: TokenBytes, on_config: Callable[[int, dict, _I
     gets [wall, CPU] seconds of "lexer configurations" (the byte automaton and viable
     labels), "token-level index" (the walks) and "store rows" (the rest, `on_config`
     included). Returns the count."""
-    clock = _Clock(timings)
-    with clock("lexer configurations"):
+    with phase_clock(timings, "lexer configurations"):
         indexer = _Indexer(lexer, tokens)
         lexer.prime_viable(indexer.auto.viable_labels())
     total = indexer.auto.n_states
@@ -445,11 +443,11 @@ def explore(lexer: Lexer, tokens: TokenBytes, on_config: Callable[[int, dict, _I
     wave = [lexer.initial]
     done = 0
     while wave:
-        with clock("token-level index"):
+        with phase_clock(timings, "token-level index"):
             steps = {q: indexer.first_steps(q) for q in wave}
             indexer.ensure(k for st in steps.values() for k, _ in st)
         nxt = []
-        with clock("store rows"):
+        with phase_clock(timings, "store rows"):
             for q in wave:
                 check_deadline("the mask store")
                 parts = indexer.parts(q, steps.pop(q))
@@ -463,25 +461,6 @@ def explore(lexer: Lexer, tokens: TokenBytes, on_config: Callable[[int, dict, _I
                     progress(done, total)
         wave = nxt
     return done
-
-
-class _Clock:
-    """Accumulates [wall, CPU] seconds per name into a dict (or nothing)."""
-
-    def __init__(self, into: dict | None):
-        self.into = into
-
-    @contextmanager
-    def __call__(self, name: str):
-        if self.into is None:
-            yield
-            return
-        t0, c0 = time.perf_counter(), time.process_time()
-        yield
-        acc = self.into.setdefault(name, [0.0, 0.0])
-        acc[0] += time.perf_counter() - t0
-        acc[1] += time.process_time() - c0
-
 
 def build_mask_store(lexer: Lexer, tokens: TokenBytes, vocab_size: int,
                      progress: Callable[[int, int], None] | None = None, timings: dict | None = None) -> MaskStore:

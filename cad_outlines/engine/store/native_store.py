@@ -15,9 +15,7 @@ edges and entered labels from here.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +25,7 @@ from ...limits import check_deadline, check_limit
 from .flat_grammar import flatten_lazy, spec_automaton_arrays, vocab_trie
 from .lexer import BOUNDARY, Config, ConfigTable, Lexer
 from .mask_store import MaskStore, Row
+from .timings import phase_clock
 
 if TYPE_CHECKING:
     from ..compiled_grammar import CompiledGrammar
@@ -109,7 +108,7 @@ def build_mask_store(g: CompiledGrammar, progress: Callable[[int, int], None] | 
     "lexer configurations" (the byte automaton), "token-level index" (the native walks and rows)
     and "store rows" (the :class:`MaskStore` made of them)."""
     lexer, V = g.lexer, g.vocab_size
-    with _clock(timings, "lexer configurations"):
+    with phase_clock(timings, "lexer configurations"):
         graph = lexer_graph(lexer)
         total = graph.n_states
         check_limit("max_lexer_configs", total, "lexer (byte automaton states)")
@@ -124,10 +123,10 @@ def build_mask_store(g: CompiledGrammar, progress: Callable[[int, int], None] | 
         if progress is not None:
             progress(done, total)
 
-    with _clock(timings, "token-level index"):
+    with phase_clock(timings, "token-level index"):
         got = native.explore(each)
     del native, flat  # the native store's own copy of the rows and sets (memory: `got` holds what is kept)
-    with _clock(timings, "store rows"):
+    with phase_clock(timings, "store rows"):
         store = _mask_store(got, graph, V)
         table = ConfigTable()
         for c in store.configs:
@@ -194,16 +193,3 @@ def _sets(got: dict[str, np.ndarray], order: list[int], V: int) -> tuple[list[np
             out.append(np.flatnonzero(~mask if neg else mask).astype(np.int32))
         negated.append(neg)
     return out, negated
-
-
-@contextmanager
-def _clock(into: dict | None, name: str):
-    """Adds the [wall, CPU] seconds of the block to ``into[name]`` (if `into` is given)."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    try:
-        yield
-    finally:
-        if into is not None:
-            acc = into.setdefault(name, [0.0, 0.0])
-            acc[0] += time.perf_counter() - t0
-            acc[1] += time.process_time() - c0

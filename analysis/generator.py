@@ -20,7 +20,11 @@ shapes, not weight values). Per case, on one model and KV cache:
   output so far, its leftmost occurrence with a continuation, up to 10 draft tokens;
   accepted = the longest draft prefix equal to the gold continuation, then one bonus
   token; each verify is one real forward of 1 + draft tokens (all positions' logits),
-  the rejected positions cropped from the cache.
+  the rejected positions cropped from the cache. Teacher-forced, the verifies depend on the
+  gold tokens alone, so the lookup runs first (timed whole); on long-file corpora the verify
+  forwards are then estimated as regeneration's steps are, from 16 strata of 8 consecutive
+  verifies each (runs of at most 400 verifies are also timed whole, and the report shows the
+  estimate's error there).
 * ``cad_prefill`` / ``cad_skip``: ``CopyEditor.execute`` of the max-copy oracle program
   (token counts from this tokenizer) in both copy modes: generated tokens one forward
   each, forced tokens fast-forwarded, copies one forward (prefill) or none (skip); the
@@ -75,6 +79,10 @@ DEFAULT_PER_BUCKET = 1
 # at every step, which checks the estimate in every default run
 DEFAULT_REGEN_STRATA = 32
 DEFAULT_REGEN_FULL_MAX = 1000
+# the same for prompt lookup's verify forwards (each of up to 11 tokens over the whole context: on the 1,048-line
+# default case 956 of them took 14 of the run's 43 minutes); up to DEFAULT_PLD_FULL_MAX forwards also timed whole
+DEFAULT_PLD_STRATA = 16
+DEFAULT_PLD_FULL_MAX = 400
 # a tiny Qwen2 with the Qwen2.5 vocabulary: for smoke runs and tests
 QUICK_CONFIG = dict(CONFIGS["tiny"], vocab_size=151936)
 REGEN_INSTRUCTIONS = "Rewrite the document below as the instruction asks. Answer with the whole new document."
@@ -193,24 +201,27 @@ def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int,
     return Run(prompt.seconds, total, n, n, {"timed_steps": timed, "strata": strata})
 
 
-def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n: int = 3,
-            eos_ids: tuple[int, ...] = ()) -> Run:
-    """Prompt lookup decoding simulated on `targets` (gold tokens + end token): each
-    verify forward is [last token + draft], accepted = the draft prefix equal to the
-    targets, then one bonus token (what the model's argmax would be)."""
-    import torch
+@dataclass
+class PldStep:
+    """One verify forward of prompt lookup: the gold token at `pos` and the `draft` after it,
+    of which the first `accepted` equal the gold continuation."""
 
-    prompt_ids = prompt.ids
-    cache, logits = clone_cache(model, prompt.cache), prompt.logits
-    start = time.perf_counter()
+    pos: int
+    draft: list[int]
+    accepted: int
+
+
+def pld_schedule(prompt_ids: list[int], targets: list[int], *, draft: int = 10, max_n: int = 3,
+                 eos_ids: tuple[int, ...] = ()) -> list[PldStep]:
+    """Prompt lookup's verify forwards on `targets` (gold tokens + end token), without the model:
+    teacher-forced, a draft's fate depends only on the gold tokens, so the lookup's whole work
+    (transformers' ``PromptLookupCandidateGenerator`` rules) is done here and timed apart."""
     lookup = NgramLookup([], max_n)
     lookup.extend(prompt_ids)
-    forwards = drafted = accepted = 0
-    pos = 0  # targets[pos] is chosen from `logits`
+    steps: list[PldStep] = []
+    pos = 0  # targets[pos] is chosen from the last forward's logits
     while True:
-        tok = targets[pos]
-        int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
-        lookup.extend([tok])
+        lookup.extend([targets[pos]])
         if pos == len(targets) - 1:  # the end token
             break
         cand = lookup.propose(draft)
@@ -219,24 +230,84 @@ def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n
         n_ok = 0
         while n_ok < len(cand) and pos + 1 + n_ok < len(targets) and cand[n_ok] == targets[pos + 1 + n_ok]:
             n_ok += 1
-        base = cache_len(cache)
-        out = append(model, cache, [tok] + cand, all_logits=bool(cand))
-        forwards += 1
-        drafted += len(cand)
-        accepted += n_ok
-        if cand:
-            crop_cache(cache, base + 1 + n_ok)
-            logits = out[n_ok]
+        steps.append(PldStep(pos, cand, n_ok))
+        if n_ok:
             lookup.extend(targets[pos + 1 : pos + 1 + n_ok])
-        else:
-            logits = out
         pos += 1 + n_ok
-    after = time.perf_counter() - start
-    if cache_len(cache) != len(prompt_ids) + len(targets) - 1:
-        raise RuntimeError("prompt lookup cache length is off")
     if lookup.written[len(prompt_ids) :] != targets:
         raise RuntimeError("prompt lookup did not reproduce the gold tokens")
-    return Run(prompt.seconds, after, forwards, len(targets) - 1, {"drafted": drafted, "accepted": accepted})
+    return steps
+
+
+def _verify(model, cache, targets: list[int], step: PldStep):
+    """One verify forward of `step` on `cache` (which holds the prompt and targets[:step.pos]);
+    the rejected draft positions are cropped. Returns the logits that choose the next token."""
+    base = cache_len(cache)
+    out = append(model, cache, [targets[step.pos]] + step.draft, all_logits=bool(step.draft))
+    if not step.draft:
+        return out
+    crop_cache(cache, base + 1 + step.accepted)
+    return out[step.accepted]
+
+
+def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n: int = 3,
+            eos_ids: tuple[int, ...] = (), strata: int | None = None, run: int = 8, chunk: int = 1024) -> Run:
+    """Prompt lookup decoding simulated on `targets` (gold tokens + end token): each
+    verify forward is [last token + draft], accepted = the draft prefix equal to the
+    targets, then one bonus token (what the model's argmax would be). Its time after the
+    prompt is the lookup's (:func:`pld_schedule`, timed whole) plus the verify forwards':
+    every one of them, or with `strata` an estimate from that many runs of `run` consecutive
+    verifies, sampled as :func:`run_regen_sampled` samples decode steps (the verifies before
+    a run prefilled untimed; the run's mean forward stands for every forward of its part)."""
+    import torch
+
+    t0 = time.perf_counter()
+    steps = pld_schedule(prompt.ids, targets, draft=draft, max_n=max_n, eos_ids=eos_ids)
+    lookup_s = time.perf_counter() - t0
+    cache, logits = clone_cache(model, prompt.cache), prompt.logits
+    base = len(prompt.ids)
+    n = len(steps)
+    extra = {"drafted": sum(len(x.draft) for x in steps), "accepted": sum(x.accepted for x in steps),
+             "lookup_s": lookup_s}
+    if strata is None or n <= strata:
+        _sync(model)
+        start = time.perf_counter()
+        for step in steps:
+            int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
+            logits = _verify(model, cache, targets, step)
+        int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
+        _sync(model)
+        forwards_s = time.perf_counter() - start
+        if cache_len(cache) != base + len(targets) - 1:
+            raise RuntimeError("prompt lookup cache length is off")
+        extra["timed_forwards"] = n
+    else:
+        forwards_s, timed, fed = 0.0, 0, 0  # fed: gold tokens in the cache
+        bounds = [round(i * n / strata) for i in range(strata + 1)]
+        for lo, hi in zip(bounds, bounds[1:]):
+            if hi <= lo:
+                continue
+            first = min(max((lo + hi) // 2 - run // 2, 0), max(n - run - 1, 0))
+            at = steps[first].pos
+            if at < fed:
+                crop_cache(cache, base + at)
+            elif at > fed:
+                append(model, cache, targets[fed:at], chunk=chunk)
+            k = min(run + 1, n - first)
+            _sync(model)
+            for i in range(k):
+                if i == 1:
+                    t1 = time.perf_counter()
+                logits = _verify(model, cache, targets, steps[first + i])
+                int(torch.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
+            _sync(model)
+            per_forward = (time.perf_counter() - t1) / (k - 1) if k > 1 else 0.0
+            last = steps[first + k - 1]
+            fed = last.pos + 1 + last.accepted
+            timed += max(k - 1, 0)
+            forwards_s += (hi - lo) * per_forward
+        extra.update(timed_forwards=timed, strata=strata)
+    return Run(prompt.seconds, lookup_s + forwards_s, n, len(targets) - 1, extra)
 
 
 def run_cad(editor: CopyEditor, before: str, after: str, program_text: str, instruction: str, *,
@@ -305,6 +376,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--regen-full-max", type=int, default=DEFAULT_REGEN_FULL_MAX, metavar="TOKENS",
                         help="with --regen-sample, also time every step of answers up to this many tokens and "
                              f"report the estimate's error there (default {DEFAULT_REGEN_FULL_MAX})")
+    parser.add_argument("--pld-sample", type=int, default=None, metavar="N",
+                        help=f"time prompt lookup's verify forwards on N strata instead of every one (0: every "
+                             f"one; default {DEFAULT_PLD_STRATA} for long-file corpora, 0 for the others)")
+    parser.add_argument("--pld-full-max", type=int, default=DEFAULT_PLD_FULL_MAX, metavar="FORWARDS",
+                        help="with --pld-sample, also time every verify of runs up to this many forwards and "
+                             f"report the estimate's error there (default {DEFAULT_PLD_FULL_MAX})")
     parser.add_argument("--draft", type=int, default=10, help="max draft tokens (prompt lookup and speculative)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, {QUICK_LIMIT} cases per corpus")
@@ -337,12 +414,13 @@ class CaseResult:
 
 
 def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, regen_strata: int | None = None,
-                 regen_full_max: int = 0) -> CaseResult:
+                 regen_full_max: int = 0, pld_strata: int | None = None, pld_full_max: int = 0) -> CaseResult:
     """All methods on one case (raises if any fails to reproduce the gold output).
 
     Regeneration is timed at every step when `regen_strata` is None or the gold answer has at
     most `regen_full_max` tokens, else estimated from `regen_strata` timed steps
-    (:func:`run_regen_sampled`); where both run, the report compares them. Each prompt kind
+    (:func:`run_regen_sampled`); prompt lookup likewise, by its verify forwards (`pld_strata`,
+    `pld_full_max`). Where both ways run, the report compares them. Each prompt kind
     is prefilled once: regeneration and prompt lookup start from a copy of the plain prompt's
     KV cache, the CaD runs after the first reuse the numbered prompt's (`editor` keeps one)."""
     encode = editor.encode
@@ -360,7 +438,16 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, rege
     regen = full or sampled
     regen.extra.update(full_s=full.after_prompt_s if full else None,
                        sampled_s=sampled.after_prompt_s if sampled else None)
-    runs = {"regen": regen, "pld": run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,))}
+    full_pld = sampled_pld = None
+    n_verifies = len(pld_schedule(prompt.ids, targets, draft=draft, eos_ids=(eos,))) if pld_strata else 0
+    if not pld_strata or n_verifies <= pld_full_max or n_verifies <= pld_strata:
+        full_pld = run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,))
+    if pld_strata and n_verifies > pld_strata:
+        sampled_pld = run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,), strata=pld_strata)
+    pld = full_pld or sampled_pld
+    pld.extra.update(full_s=full_pld.after_prompt_s if full_pld else None,
+                     sampled_s=sampled_pld.after_prompt_s if sampled_pld else None)
+    runs = {"regen": regen, "pld": pld}
     del prompt
     editor.forget_prompts()
     runs["cad_prefill"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill")
@@ -483,15 +570,17 @@ def tables(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float]) -> 
     return speed, wall, fwd
 
 
-def regen_check_table(by_corpus: dict[str, list[CaseResult]]) -> str | None:
-    """Cases where regeneration was timed both at every step and by strata: the estimate's error."""
-    rows = [(r.corpus, r.id, r.out_tokens, f"{x['full_s']:.1f}", f"{x['sampled_s']:.1f}",
+def estimate_check_table(by_corpus: dict[str, list[CaseResult]]) -> str | None:
+    """Cases where a baseline (regeneration, prompt lookup) was timed both whole and by strata:
+    the estimate's error."""
+    rows = [(LABELS.get(m, m), r.corpus, r.id, r.runs[m].forwards, f"{x['full_s']:.1f}", f"{x['sampled_s']:.1f}",
              f"{100 * (x['sampled_s'] / x['full_s'] - 1):+.1f}%")
-            for rs in by_corpus.values() for r in rs
-            if (x := r.runs["regen"].extra).get("full_s") and x.get("sampled_s")]
+            for m in ("regen", "pld") for rs in by_corpus.values() for r in rs
+            if (x := r.runs[m].extra).get("full_s") and x.get("sampled_s")]
     if not rows:
         return None
-    return markdown_table(["corpus", "case", "gold tokens", "every step s", "estimate s", "estimate error"], rows)
+    return markdown_table(["method", "corpus", "case", "forwards", "every forward s", "estimate s", "estimate error"],
+                          rows)
 
 
 def time_table(by_corpus: dict[str, list[CaseResult]]) -> str:
@@ -630,8 +719,11 @@ def run(args) -> int:
         for case in cases:
             strata = args.regen_sample if args.regen_sample is not None else (
                 DEFAULT_REGEN_STRATA if corpus.bucketed else 0)
+            pld_strata = args.pld_sample if args.pld_sample is not None else (
+                DEFAULT_PLD_STRATA if corpus.bucketed else 0)
             r = measure_case(model, editor, tokenizer, case, draft=args.draft, regen_strata=strata or None,
-                             regen_full_max=args.regen_full_max)
+                             regen_full_max=args.regen_full_max, pld_strata=pld_strata or None,
+                             pld_full_max=args.pld_full_max)
             r.corpus, r.bucketed = corpus.name, corpus.bucketed
             results.append(r)
             print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in METHODS),
@@ -665,13 +757,18 @@ def run(args) -> int:
     bound_note = (f"Closed-form bound: T / (T_gen + sum_k N_k / s(N_k)) over the same sampled cases (coverage study), "
                   f"s(N) from `{Path(args.kernel_csv).name}` rows `{select}`." if curve else
                   f"No kernel curve for `{select}` in `{args.kernel_csv}`: bound n/a.")
-    n_sampled = sum(1 for rs in by_corpus.values() for r in rs if r.runs["regen"].extra.get("full_s") is None)
-    check = regen_check_table(by_corpus)
-    regen_note = (f"Full regeneration was estimated from timed strata of its steps on {n_sampled} of "
-                  f"{sum(map(len, by_corpus.values()))} cases (`--regen-sample`); timed at every step on the others."
-                  if n_sampled else "Full regeneration was timed at every step on every case.")
+    n_cases = sum(map(len, by_corpus.values()))
+    notes = []
+    for m, what, flag in (("regen", "Full regeneration", "--regen-sample"),
+                          ("pld", "Prompt lookup's verify forwards", "--pld-sample")):
+        n_sampled = sum(1 for rs in by_corpus.values() for r in rs if r.runs[m].extra.get("full_s") is None)
+        notes.append(f"{what} were estimated from timed strata on {n_sampled} of {n_cases} cases (`{flag}`), "
+                     f"timed whole on the others." if n_sampled else f"{what} were timed whole on every case.")
+    regen_note = " ".join(notes).replace("Full regeneration were", "Full regeneration was")
+    check = estimate_check_table(by_corpus)
     if check:
-        regen_note += (" Where both ran, the estimate against every step (after the prompt):\n\n" + check)
+        regen_note += (" Where both ran, the estimate against every forward (after the prompt; prompt lookup's "
+                       "includes its lookup, timed whole either way):\n\n" + check)
     check_bound = bound_check_table(by_corpus, curve)
     bound_section = ("" if check_bound is None else
                      "\n**CaD against its bound, from this run's timings.** The bound prices a copied token at "
@@ -718,10 +815,11 @@ Per case, against document length and the changed fraction of its lines:
 """
     extra = ["--quick"] if args.quick else []
     for key in ("config", "dtype", "device", "limit", "buckets", "seed", "threads", "draft", "kernel_select",
-                "regen_sample", "regen_full_max", "report_name"):
+                "regen_sample", "regen_full_max", "pld_sample", "pld_full_max", "report_name"):
         val = getattr(args, key)
         default = {"config": "qwen2.5-0.5b", "dtype": "fp32", "device": "cpu", "seed": 0,
-                   "draft": 10, "regen_full_max": DEFAULT_REGEN_FULL_MAX}.get(key)
+                   "draft": 10, "regen_full_max": DEFAULT_REGEN_FULL_MAX,
+                   "pld_full_max": DEFAULT_PLD_FULL_MAX}.get(key)
         if val is not None and val != default:
             extra += [f"--{key.replace('_', '-')}", str(val)]
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():

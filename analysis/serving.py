@@ -507,7 +507,7 @@ def run(args) -> int:
                             f"tokens, of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
                             f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest "
                             f"sampled; {e['copied']} copied tokens; {how}.", ""]
-        section += accounting(n, ok)
+        section += accounting(n, ok, long_files=any(getattr(c, "bucketed", False) for c in chosen))
     for n in sorted(sections):
         body += sections[n]
     if cost_table:
@@ -520,9 +520,11 @@ def run(args) -> int:
     return 0
 
 
-def accounting(n: int, results: list[MethodResult]) -> list[str]:
+def accounting(n: int, results: list[MethodResult], long_files: bool = True) -> list[str]:
     """Where each method's tokens go, per edit (means), and the issue's targets for
-    Copy-as-Decode against full regeneration, each with its measured value."""
+    Copy-as-Decode against full regeneration, each with its measured value: on long files
+    (`long_files`: a length-bucketed corpus such as ``commits``) edits/s >= 5x and p50 latency
+    <= 0.2x; on short ones (HumanEvalFix, EditEval) no slower than regeneration."""
     base = next((r for r in results if r.method == "regen"), None)
     rows = []
     for r in results:
@@ -551,8 +553,11 @@ def accounting(n: int, results: list[MethodResult]) -> list[str]:
         def verdict(ok: bool) -> str:
             return "met" if ok else "missed"
 
-        lines.append(f"* {LABELS[r.method]}: edits/s {speed:.2f}x regeneration (target >= 5x: {verdict(speed >= 5)}); "
-                     f"p50 latency {p50:.2f}x (target <= 0.2x: {verdict(p50 <= 0.2)}); tokens computed "
+        speed_target = (f"target >= 5x: {verdict(speed >= 5)}" if long_files else
+                        f"target on short files >= 1.0x: {verdict(speed >= 1.0)}")
+        p50_target = f"target <= 0.2x: {verdict(p50 <= 0.2)}" if long_files else "no target on short files"
+        lines.append(f"* {LABELS[r.method]}: edits/s {speed:.2f}x regeneration ({speed_target}); "
+                     f"p50 latency {p50:.2f}x ({p50_target}); tokens computed "
                      f"{r.computed_tokens} = {r.computed_tokens / own:.2f}x its prompt + program + copied tokens "
                      f"({own}; target <= 1.1x: {verdict(r.computed_tokens <= 1.1 * own)}) and "
                      f"{r.computed_tokens / base.computed_tokens:.2f}x regeneration's {base.computed_tokens} "

@@ -169,6 +169,9 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
     assert "0.80x regeneration's 3000 (target below: met)" in one
     skipped = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, copies skipped"))
     assert "edits/s 4.00x regeneration (target >= 5x: missed)" in skipped and "0.40x (target <= 0.2x: missed)" in skipped
+    short = "\n".join(serving.accounting(2, [regen, skip], long_files=False))  # HumanEvalFix: no slower than regen
+    assert "edits/s 4.00x regeneration (target on short files >= 1.0x: met)" in short
+    assert "p50 latency 0.40x (no target on short files)" in short
 
 
 def test_a_long_file_run_writes_its_own_report_beside_the_default_one():

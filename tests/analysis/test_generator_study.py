@@ -104,6 +104,32 @@ def test_sampled_regeneration_times_strata_and_leaves_the_prompt_as_it_was(setup
     assert full.forwards == run.forwards and cache_len(prompt.cache) == len(prompt.ids)
 
 
+def test_sampled_prompt_lookup_follows_the_same_schedule_and_leaves_the_prompt_as_it_was(setup):
+    """Prompt lookup's verifies are fixed by the gold tokens alone: the schedule counts every
+    forward, draft and acceptance of the run that times them all; the strata estimate times
+    `strata` x `run` of them on the real cache and ends where the full run ends."""
+    from cad_outlines.decoding.kv import cache_len
+
+    model, tokenizer, editor = setup
+    text = "alpha beta delta gamma epsilon zeta " * 10
+    prompt = generator.prefill(model, editor.encode_prompt(f"Rewrite this:\n{text}\n"))
+    targets = editor.encode(text.replace("delta", "theta")) + [tokenizer.eos_token_id]
+    eos = (tokenizer.eos_token_id,)
+    steps = generator.pld_schedule(prompt.ids, targets, draft=6, eos_ids=eos)
+    assert steps[0].pos == 0 and all(b.pos == a.pos + 1 + a.accepted for a, b in zip(steps, steps[1:]))
+    assert steps[-1].pos + 1 + steps[-1].accepted == len(targets) - 1  # the last verify reaches the end token
+    full = generator.run_pld(model, prompt, targets, draft=6, eos_ids=eos)
+    assert full.forwards == len(steps) and full.extra["timed_forwards"] == len(steps)
+    assert full.extra["accepted"] == sum(x.accepted for x in steps) and full.extra["accepted"] > 0
+    assert full.forwards + full.extra["accepted"] == len(targets) - 1
+    sampled = generator.run_pld(model, prompt, targets, draft=6, eos_ids=eos, strata=3, run=2, chunk=8)
+    assert sampled.forwards == full.forwards and sampled.extra["accepted"] == full.extra["accepted"]
+    assert sampled.extra["timed_forwards"] == 3 * 2 and sampled.after_prompt_s > 0
+    assert cache_len(prompt.cache) == len(prompt.ids)  # only copied
+    few = generator.run_pld(model, prompt, targets, draft=6, eos_ids=eos, strata=len(steps))
+    assert few.extra["timed_forwards"] == len(steps)  # no more strata than forwards: timed whole
+
+
 def test_regeneration_is_estimated_only_past_the_full_limit(setup):
     model, tokenizer, editor = setup
     case = generator.warm_up_case(load_corpus("humanevalfix-python"))
@@ -112,7 +138,13 @@ def test_regeneration_is_estimated_only_past_the_full_limit(setup):
     assert sampled.runs["regen"].extra["full_s"] is None and sampled.runs["regen"].extra["timed_steps"] == 4 * 8
     assert both.runs["regen"].extra["full_s"] == both.runs["regen"].after_prompt_s
     assert both.runs["regen"].extra["sampled_s"] > 0
-    assert "estimate error" in generator.regen_check_table({"c": [both]})
+    assert "estimate error" in generator.estimate_check_table({"c": [both]})
+    pld = generator.measure_case(model, editor, tokenizer, case, draft=4, pld_strata=2, pld_full_max=10**6)
+    assert pld.runs["pld"].extra["full_s"] == pld.runs["pld"].after_prompt_s and pld.runs["pld"].extra["sampled_s"]
+    table = generator.estimate_check_table({"c": [pld]})
+    assert "prompt lookup" in table and "full regeneration" not in table
+    only = generator.measure_case(model, editor, tokenizer, case, draft=4, pld_strata=2, pld_full_max=0)
+    assert only.runs["pld"].extra["full_s"] is None and 0 < only.runs["pld"].extra["timed_forwards"] <= 2 * 8
     # the CaD runs after the first reuse its numbered prompt, and count its prompt time
     cad = both.runs
     assert cad["cad_skip"].extra["prompt_reused"] == cad["cad_prefill"].extra["prompt_tokens"]

@@ -160,6 +160,15 @@ def run_regen(model, prompt: Prompt, targets: list[int]) -> Run:
     return Run(prompt.seconds, after, len(targets) - 1, len(targets) - 1, {"timed_steps": len(targets) - 1})
 
 
+def strata_runs(n: int, strata: int, run: int) -> list[tuple[int, int]]:
+    """(size, first) per stratum of `n` forwards cut into `strata` equal parts: a run of 1 + `run`
+    consecutive forwards from `first` is centred in the part (kept inside 0..n), and its timed mean
+    stands for the part's `size` forwards."""
+    bounds = [round(i * n / strata) for i in range(strata + 1)]
+    return [(hi - lo, min(max((lo + hi) // 2 - run // 2, 0), max(n - run - 1, 0)))
+            for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+
+
 def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int, run: int = 8,
                       chunk: int = 1024) -> Run:
     """Full regeneration's time after the prompt, estimated from `strata` runs of `run`
@@ -178,11 +187,7 @@ def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int,
     cache = clone_cache(model, prompt.cache)
     base = len(prompt.ids)
     total, timed, fed = 0.0, 0, 0
-    bounds = [round(i * n / strata) for i in range(strata + 1)]
-    for lo, hi in zip(bounds, bounds[1:]):
-        if hi <= lo:
-            continue
-        first = min(max((lo + hi) // 2 - run // 2, 0), max(n - run - 1, 0))  # the run's first step feeds targets[first]
+    for part, first in strata_runs(n, strata, run):  # the run's first step feeds targets[first]
         if first < fed:
             crop_cache(cache, base + first)
         elif first > fed:
@@ -197,7 +202,7 @@ def run_regen_sampled(model, prompt: Prompt, targets: list[int], *, strata: int,
         per_step = (time.perf_counter() - t0) / (k - 1) if k > 1 else 0.0
         fed += k
         timed += max(k - 1, 0)
-        total += (hi - lo) * per_step
+        total += part * per_step
     return Run(prompt.seconds, total, n, n, {"timed_steps": timed, "strata": strata})
 
 
@@ -283,11 +288,7 @@ def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n
         extra["timed_forwards"] = n
     else:
         forwards_s, timed, fed = 0.0, 0, 0  # fed: gold tokens in the cache
-        bounds = [round(i * n / strata) for i in range(strata + 1)]
-        for lo, hi in zip(bounds, bounds[1:]):
-            if hi <= lo:
-                continue
-            first = min(max((lo + hi) // 2 - run // 2, 0), max(n - run - 1, 0))
+        for part, first in strata_runs(n, strata, run):
             at = steps[first].pos
             if at < fed:
                 crop_cache(cache, base + at)
@@ -305,7 +306,7 @@ def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n
             last = steps[first + k - 1]
             fed = last.pos + 1 + last.accepted
             timed += max(k - 1, 0)
-            forwards_s += (hi - lo) * per_forward
+            forwards_s += part * per_forward
         extra.update(timed_forwards=timed, strata=strata)
     return Run(prompt.seconds, lookup_s + forwards_s, n, len(targets) - 1, extra)
 

@@ -244,6 +244,13 @@ def pld_schedule(prompt_ids: list[int], targets: list[int], *, draft: int = 10, 
     return steps
 
 
+def timed_pld_schedule(prompt_ids: list[int], targets: list[int], **kwargs) -> tuple[list[PldStep], float]:
+    """:func:`pld_schedule` and the seconds it took (the lookup's share of prompt lookup's time)."""
+    t0 = time.perf_counter()
+    steps = pld_schedule(prompt_ids, targets, **kwargs)
+    return steps, time.perf_counter() - t0
+
+
 def _verify(model, cache, targets: list[int], step: PldStep):
     """One verify forward of `step` on `cache` (which holds the prompt and targets[:step.pos]);
     the rejected draft positions are cropped. Returns the logits that choose the next token."""
@@ -256,19 +263,19 @@ def _verify(model, cache, targets: list[int], step: PldStep):
 
 
 def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n: int = 3,
-            eos_ids: tuple[int, ...] = (), strata: int | None = None, run: int = 8, chunk: int = 1024) -> Run:
+            eos_ids: tuple[int, ...] = (), strata: int | None = None, run: int = 8, chunk: int = 1024,
+            schedule: tuple[list[PldStep], float] | None = None) -> Run:
     """Prompt lookup decoding simulated on `targets` (gold tokens + end token): each
     verify forward is [last token + draft], accepted = the draft prefix equal to the
     targets, then one bonus token (what the model's argmax would be). Its time after the
     prompt is the lookup's (:func:`pld_schedule`, timed whole) plus the verify forwards':
     every one of them, or with `strata` an estimate from that many runs of `run` consecutive
     verifies, sampled as :func:`run_regen_sampled` samples decode steps (the verifies before
-    a run prefilled untimed; the run's mean forward stands for every forward of its part)."""
+    a run prefilled untimed; the run's mean forward stands for every forward of its part).
+    `schedule`: (:func:`pld_schedule`'s steps, the seconds it took) where the caller ran it."""
     import torch
 
-    t0 = time.perf_counter()
-    steps = pld_schedule(prompt.ids, targets, draft=draft, max_n=max_n, eos_ids=eos_ids)
-    lookup_s = time.perf_counter() - t0
+    steps, lookup_s = schedule or timed_pld_schedule(prompt.ids, targets, draft=draft, max_n=max_n, eos_ids=eos_ids)
     cache, logits = clone_cache(model, prompt.cache), prompt.logits
     base = len(prompt.ids)
     n = len(steps)
@@ -440,11 +447,13 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, rege
     regen.extra.update(full_s=full.after_prompt_s if full else None,
                        sampled_s=sampled.after_prompt_s if sampled else None)
     full_pld = sampled_pld = None
-    n_verifies = len(pld_schedule(prompt.ids, targets, draft=draft, eos_ids=(eos,))) if pld_strata else 0
+    schedule = timed_pld_schedule(prompt.ids, targets, draft=draft, eos_ids=(eos,))  # one lookup for both runs
+    n_verifies = len(schedule[0])
     if not pld_strata or n_verifies <= pld_full_max or n_verifies <= pld_strata:
-        full_pld = run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,))
+        full_pld = run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,), schedule=schedule)
     if pld_strata and n_verifies > pld_strata:
-        sampled_pld = run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,), strata=pld_strata)
+        sampled_pld = run_pld(model, prompt, targets, draft=draft, eos_ids=(eos,), strata=pld_strata,
+                              schedule=schedule)
     pld = full_pld or sampled_pld
     pld.extra.update(full_s=full_pld.after_prompt_s if full_pld else None,
                      sampled_s=sampled_pld.after_prompt_s if sampled_pld else None)
@@ -499,13 +508,14 @@ def _group_tallies(by_corpus: dict[str, list[CaseResult]]) -> dict[str, Tally]:
     return out
 
 
-def _bound(by_corpus: dict[str, list[CaseResult]], curve) -> dict[str, float]:
-    """The closed-form bound of each report row (coverage study's tally, Qwen2.5 tokens)."""
+def _bound(tallies: dict[str, Tally], curve) -> dict[str, float]:
+    """The closed-form bound of each report row, from its tally (:func:`_group_tallies`)."""
     return {name: tally.bounds(curve)[0] if curve and tally.cases else float("nan")
-            for name, tally in _group_tallies(by_corpus).items()}
+            for name, tally in tallies.items()}
 
 
-def bound_check_table(by_corpus: dict[str, list[CaseResult]], curve) -> str | None:
+def bound_check_table(by_corpus: dict[str, list[CaseResult]], curve,
+                      tallies: dict[str, Tally] | None = None) -> str | None:
     """Why CaD lands where it does against the closed-form bound, from this run's own timings.
 
     The bound prices a copied span of N tokens at 1/s(N) decode steps, s from the kernel study
@@ -514,12 +524,14 @@ def bound_check_table(by_corpus: dict[str, list[CaseResult]], curve) -> str | No
     case. The bound recomputed with that price ("at this run's copy cost") splits the gap in two:
     kernel bound -> run-cost bound is what the case's longer context costs the copies; run-cost
     bound -> CaD is the rest: CaD's own decode steps run after the longer numbered prompt, so they
-    cost more than regeneration's mean step, plus grammar masks, tokenization and Python."""
+    cost more than regeneration's mean step, plus grammar masks, tokenization and Python.
+    `tallies`: the rows' tallies where the caller has them already."""
     if curve is None:
         return None
+    groups = groups_of(by_corpus)
     rows = []
-    for name, tally in _group_tallies(by_corpus).items():
-        rs = groups_of(by_corpus)[name]
+    for name, tally in (tallies or _group_tallies(by_corpus)).items():
+        rs = groups[name]
         regen_s = sum(r.runs["regen"].after_prompt_s for r in rs)
         steps = sum(r.runs["regen"].forwards for r in rs)
         cad = [r.runs["cad_prefill"] for r in rs]
@@ -735,7 +747,8 @@ def run(args) -> int:
         by_corpus[corpus.name] = results
     elapsed = time.perf_counter() - started
     bucketed = {n for n, rs in by_corpus.items() if any(r.bucketed for r in rs)}
-    bounds = _bound(by_corpus, curve)
+    tallies = _group_tallies(by_corpus)  # tokenizes every case: once, for the bound and its check
+    bounds = _bound(tallies, curve)
     speed, wall, fwd = tables(by_corpus, bounds)
     print(speed, wall, fwd, sep="\n\n")
 
@@ -770,7 +783,7 @@ def run(args) -> int:
     if check:
         regen_note += (" Where both ran, the estimate against every forward (after the prompt; prompt lookup's "
                        "includes its lookup, timed whole either way):\n\n" + check)
-    check_bound = bound_check_table(by_corpus, curve)
+    check_bound = bound_check_table(by_corpus, curve, tallies)
     bound_section = ("" if check_bound is None else
                      "\n**CaD against its bound, from this run's timings.** The bound prices a copied token at "
                      "1/s(N) decode steps, s from the kernel study (copies after a 1,024-token prefix); here a "

@@ -130,7 +130,8 @@ class CopyEditor:
         `gqa_attention`: switch an ``sdpa`` model with grouped KV heads to
         :func:`~cad_outlines.decoding.attention.gqa_sdpa_forward`, which attends over the cache
         without copying it per query head in forwards of several tokens (copies, forced runs,
-        verifies: 4-6x cheaper on a long context on CPU); same outputs up to float rounding.
+        verifies: at 12,000 positions on CPU a 2-token forward 2.8x cheaper, an 11-token one
+        1.9x); same outputs up to float rounding.
         This changes `model` for its other users too."""
         if prefill_chunk is not None and prefill_chunk < 1:
             raise ParameterError(f"prefill_chunk must be >= 1 or None, not {prefill_chunk}")

@@ -59,6 +59,28 @@ LENGTH_BUCKETS: dict[str, tuple[int, int]] = {"<200": (0, 200), "200-500": (200,
 OVER = ">1,500"
 
 
+def parse_buckets(text: str | None) -> list[str] | None:
+    """``--buckets``: comma-separated :data:`LENGTH_BUCKETS` labels (or :data:`OVER`) -> the labels;
+    None for none given. The thousands comma of ``500-1,500`` may be written or left out (labels
+    are matched from the left, so ``200-500,500-1,500`` is two); an unknown label raises
+    SystemExit naming it and the known ones."""
+    if not text:
+        return None
+    labels = [*LENGTH_BUCKETS, OVER]
+    spellings = sorted(((v, label) for label in labels for v in {label, label.replace(",", "")}),
+                       key=lambda x: -len(x[0]))
+    out, rest = [], text.replace(" ", "")
+    while rest:
+        for spelling, label in spellings:
+            if rest.startswith(spelling) and rest[len(spelling):len(spelling) + 1] in ("", ","):
+                out.append(label)
+                rest = rest[len(spelling) + 1:]
+                break
+        else:
+            raise SystemExit(f"--buckets: unknown bucket {rest.split(',')[0]!r} (known: {', '.join(labels)})")
+    return out
+
+
 def length_bucket(lines: int) -> str:
     """The :data:`LENGTH_BUCKETS` label of a document of `lines` lines (``>1,500`` past the last)."""
     for label, (lo, hi) in LENGTH_BUCKETS.items():

@@ -58,8 +58,8 @@ from cad_outlines.generators.ngram import NgramLookup
 
 from .coverage import DEFAULT_KERNEL_CSV, Tally, case_tally, read_kernel_curves
 from .datasets import (LENGTH_BUCKETS, EditCase, OVER, add_corpus_arguments, changed_fraction, corpora_from_args, corpus_argv,
-                       length_bucket, report_stem, sample_by_bucket, shared_data_dir)
-from .kernel import CONFIGS, build_model
+                       length_bucket, parse_buckets, report_stem, sample_by_bucket, shared_data_dir)
+from .kernel import CONFIGS, build_model, set_cudnn_attention
 from .report import markdown_table, write_report
 
 DESCRIPTION = ("generator wall time: full regeneration, prompt lookup, Copy-as-Decode oracle programs "
@@ -378,6 +378,10 @@ def add_arguments(parser) -> None:
                         help="torch intra-op threads (default: torch's, one per core, as the kernel study that "
                              "gives the bound's s(N))")
     parser.add_argument("--device", default="cpu", help="where the model runs: cpu or cuda (GPU timings)")
+    parser.add_argument("--no-cudnn-sdp", action="store_true",
+                        help="cuda: no cuDNN attention in any forward (default: as the library runs, none in "
+                             "forwards of up to 16 tokens, PyTorch's choice in longer ones; see the decode-phases "
+                             "study)")
     parser.add_argument("--regen-sample", type=int, default=None, metavar="N",
                         help=f"time full regeneration on N strata of its steps instead of every step (0: every "
                              f"step; default {DEFAULT_REGEN_STRATA} for long-file corpora, 0 for the others)")
@@ -705,6 +709,8 @@ def run(args) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no CUDA device")
     model = build_model(QUICK_CONFIG if args.quick else args.config, args.dtype, args.device, seed=args.seed)
+    if args.no_cudnn_sdp:
+        set_cudnn_attention(args.device, False)
     tok_dir = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tok_dir))
     editor = CopyEditor(model, tokenizer, prompt_cache=1)
@@ -712,12 +718,9 @@ def run(args) -> int:
     curves = read_kernel_curves(args.kernel_csv, select) if Path(args.kernel_csv).is_file() else {}
     curve = next(iter(curves.values()), None)
 
+    buckets = parse_buckets(args.buckets)  # before the warm-up: a wrong label fails at once
     # warm-up (untimed): every code path once on a small case
     measure_case(model, editor, tokenizer, warm_up_case(next(iter(corpora_from_args(args)))), draft=args.draft)
-    buckets = args.buckets.split(",") if args.buckets else None
-    for label in buckets or ():
-        if label not in LENGTH_BUCKETS and label != OVER:
-            raise SystemExit(f"--buckets: unknown bucket {label!r} (known: {', '.join(LENGTH_BUCKETS)}, {OVER})")
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -765,7 +768,10 @@ def run(args) -> int:
     where = (f"CUDA: {torch.cuda.get_device_name()}, torch {torch.__version__}" if args.device == "cuda"
              else f"CPU, {args.threads_used} torch thread(s), torch {torch.__version__}")
     noise_note = ("GPU timings: every step reads its argmax on the host (as a sampler does), so each step waits for "
-                  "the GPU." if args.device == "cuda" else
+                  "the GPU. " + ("sdpa without cuDNN attention in every forward (`--no-cudnn-sdp`)." if args.no_cudnn_sdp
+                                 else "sdpa as the library runs it: no cuDNN attention in forwards of up to 16 "
+                                      "tokens, PyTorch's choice in longer ones.")
+                  if args.device == "cuda" else
                   f"The kernel CSV was measured with torch's default thread count; this study ran "
                   f"{args.threads_used} thread(s).")
     bound_note = (f"Closed-form bound: T / (T_gen + sum_k N_k / s(N_k)) over the same sampled cases (coverage study), "
@@ -828,6 +834,7 @@ Per case, against document length and the changed fraction of its lines:
 ![generator by length]({name}_length.png)
 """
     extra = ["--quick"] if args.quick else []
+    extra += ["--no-cudnn-sdp"] if args.no_cudnn_sdp else []
     for key in ("config", "dtype", "device", "limit", "buckets", "seed", "threads", "draft", "kernel_select",
                 "regen_sample", "regen_full_max", "pld_sample", "pld_full_max", "report_name"):
         val = getattr(args, key)

@@ -78,6 +78,7 @@ def decode(model, prompt_ids: list[int], batch: int, steps: int, device: str, ma
     """`steps` decode steps for `batch` copies of the prompt; `masker(input_ids, logits)` returns masked logits."""
     import torch
 
+    from cad_outlines.decoding.attention import attention_backends
     from cad_outlines.decoding.kv import cache_keyword
 
     gen = torch.Generator(device=device).manual_seed(1)
@@ -99,7 +100,8 @@ def decode(model, prompt_ids: list[int], batch: int, steps: int, device: str, ma
             t2 = time.perf_counter()
             ids = torch.cat([ids, nxt], dim=1)
             done |= torch.isin(nxt[:, 0], torch.tensor(sorted(eos), device=device))
-            out = model(nxt, use_cache=True, **{cache_keyword(model): past})  # `cache` in newer transformers
+            with attention_backends(1, device):  # as the library runs a decode step (no cuDNN plan per length)
+                out = model(nxt, use_cache=True, **{cache_keyword(model): past})  # `cache` in newer transformers
             past, logits = _cache_of(out), out.logits[:, -1, :].float()
             _sync(device)
             t3 = time.perf_counter()

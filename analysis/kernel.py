@@ -101,17 +101,33 @@ def build_model(config: str | dict, dtype: str = "fp32", device: str = "cpu", se
     return model.to(device=device, dtype=_dtype(dtype)).eval()
 
 
+def set_cudnn_attention(device: str, enabled: bool) -> None:
+    """On CUDA, allow or forbid PyTorch's cuDNN attention backend for sdpa, process-wide (no-op on the CPU).
+
+    The studies' ``--no-cudnn-sdp``. By default forwards run as the library runs them: small ones
+    (decode steps, verifies) without cuDNN, whose plan per key length made a decode step cost
+    ~46 ms instead of ~14 ms on an H200 (``decode-phases`` study), larger ones with PyTorch's
+    choice (:func:`cad_outlines.decoding.attention.attention_backends`)."""
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        torch.backends.cuda.enable_cudnn_sdp(enabled)
+
+
 # --------------------------------------------------------------------------- forward helpers
 
 
 
 def forward(model, ids, cache, logits_to_keep: int = 0):
-    """One forward of ``ids`` (shape [1, n]) appended to ``cache``; returns the logits [1, k, vocab]."""
+    """One forward of ``ids`` (shape [1, n]) appended to ``cache``, with the attention backends the
+    library gives such a forward; returns the logits [1, k, vocab]."""
+    from cad_outlines.decoding.attention import attention_backends
     from cad_outlines.decoding.kv import cache_keyword
 
     kwargs = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}
     kwargs[cache_keyword(model)] = cache  # `cache` in newer transformers (past_key_values warns there)
-    return model(input_ids=ids, use_cache=True, **kwargs).logits
+    with attention_backends(ids.shape[-1], ids.device):  # as the library runs its forwards
+        return model(input_ids=ids, use_cache=True, **kwargs).logits
 
 
 def prefill(model, ids, cache, last_only: bool = True):
@@ -283,6 +299,9 @@ def add_arguments(parser) -> None:
                         help="N-token forward computes logits at all N positions "
                              "(default: the last only, logits_to_keep=1)")
     parser.add_argument("--no-plot", action="store_true", help="skip kernel.png")
+    parser.add_argument("--no-cudnn-sdp", action="store_true",
+                        help="cuda: no cuDNN attention in any forward (default: as the library runs, none in "
+                             "forwards of up to 16 tokens, PyTorch's choice in longer ones)")
 
 
 def _loadavg() -> str:
@@ -375,6 +394,8 @@ def _command(args) -> str:
         parts.append("--all-logits")
     if args.merge:
         parts.append("--merge")
+    if args.no_cudnn_sdp:
+        parts.append("--no-cudnn-sdp")
     return " ".join(parts)
 
 
@@ -415,6 +436,8 @@ def run(args) -> int:
     started = time.perf_counter()
     with tqdm(total=total, desc="kernel", unit="timing", file=sys.stderr) as bar:
         for device, config, dtypes in plan:
+            if args.no_cudnn_sdp:
+                set_cudnn_attention(device, False)
             model = None
             for dtype in dtypes:
                 bar.set_postfix_str(f"{config} {dtype} {device}")

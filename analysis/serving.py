@@ -4,8 +4,10 @@ n-gram speculative decoding vs Copy-as-Decode (one request per edit, or a reques
 Model: a Qwen2.5-shaped model with seeded random weights (speed depends on shapes, not
 weight values) and the Qwen2.5 tokenizer, served in-process by ``vllm.LLM`` with prefix
 caching. Workload: ``--edits`` cases sampled from HumanEvalFix (python) and EditEval
-(or ``--dataset``/``--jsonl`` corpora, e.g. the long-file ``commits``), all submitted at once; every method is teacher-forced on the gold output so the work
-is the same whatever the weights:
+(or ``--dataset``/``--jsonl`` corpora, e.g. the long-file ``commits``), all submitted at once: per
+corpus, the first cases of a seeded shuffle whose plain prompt + twice the answer + 64 tokens fit
+``--max-model-len`` (and, with ``--buckets``, whose document is in those length buckets). Every
+method is teacher-forced on the gold output so the work is the same whatever the weights:
 
 * ``regen``: prompt = instruction + the plain document (``regen_prompt``: no line numbers,
   which would break n-gram matches at every line start); a logits processor
@@ -56,7 +58,8 @@ from pathlib import Path
 
 from cad_outlines.edits import oracle_program
 
-from .datasets import corpora_from_args, corpus_argv, known_names, load_corpus, shared_data_dir
+from .datasets import (LENGTH_BUCKETS, corpora_from_args, corpus_argv, known_names, length_bucket, load_corpus,
+                       parse_buckets, shared_data_dir)
 from .generator import regen_prompt
 from .kernel import CONFIGS
 from .report import environment, markdown_table, write_report
@@ -98,6 +101,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kv-gib", type=float, default=3.0, help="KV cache size in GiB")
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0, help="case sample and weights")
+    parser.add_argument("--buckets", default=None, metavar="LABEL,...",
+                        help=f"only documents of these length buckets ({', '.join(LENGTH_BUCKETS)}; lines before); "
+                             "long files need a larger --max-model-len. The report is then named after them")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: a tiny Qwen2 with the Qwen2.5 vocabulary, 4 edits")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "results"))
@@ -114,12 +120,15 @@ def add_arguments(parser) -> None:
 
 def report_name(args) -> str:
     """The report's file stem: --report-name, else ``serving`` for the default corpora and
-    ``serving_`` + the --dataset names otherwise (a long-file report beside the short-file one)."""
+    ``serving_`` + the --dataset names otherwise (a long-file report beside the short-file one),
+    then ``_lines_<bucket>`` per --buckets label and the dtype unless bf16."""
     if args.report_name:
         return args.report_name
     name = "serving" if not args.jsonl else "serving_jsonl"
     if args.dataset and not args.jsonl and list(args.dataset) != CORPORA:
         name = "serving_" + "_".join(d.replace("-", "_") for d in args.dataset)
+    for label in parse_buckets(getattr(args, "buckets", None)) or ():  # e.g. serving_commits_lines_500-1500
+        name += "_lines_" + label.replace(",", "").replace("<", "lt").replace(">", "gt")
     dtype = native_dtype() if args.dtype == "auto" else args.dtype
     return name if dtype == "bf16" else f"{name}_{dtype}"
 
@@ -413,7 +422,11 @@ def run(args) -> int:
     encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
     del plain
 
+    buckets = parse_buckets(args.buckets)
+
     def fits(case) -> bool:
+        if buckets is not None and length_bucket(case.lines_before) not in buckets:
+            return False
         n = len(encode(regen_prompt(tokenizer, case.before, case.instruction))) + 2 * len(encode(case.after)) + 64
         return n < args.max_model_len
 
@@ -603,6 +616,8 @@ def _argv(args) -> list[str]:
         out += ["--cpu-threads", str(args.cpu_threads)]
     if args.max_model_len != 4096:
         out += ["--max-model-len", str(args.max_model_len)]
+    if args.buckets:
+        out += ["--buckets", args.buckets]
     if args.report_name:
         out += ["--report-name", args.report_name]
     return out + corpus_argv(args)

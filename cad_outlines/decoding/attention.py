@@ -13,14 +13,39 @@ dropout) goes to transformers' own function unchanged.
 
 :func:`use_gqa_attention` switches a model to it (:class:`CopyEditor` does so for the
 models it drives); the outputs equal ``sdpa``'s up to float rounding.
+
+:func:`attention_backends` keeps small forwards on CUDA (decode steps, forced runs,
+speculative verifies) off PyTorch's cuDNN attention: cuDNN builds an execution plan per
+attention shape, and with a growing KV cache every step has a new key length, so every
+step paid a plan (H200, torch 2.11, Qwen2.5-1.5B: 46 ms a decode step with it, 14 ms
+without; verifies of up to 11 tokens 58 ms against 30 ms; ``docs/results/gpu``). Larger
+forwards (copies) keep PyTorch's choice: there cuDNN was the faster (60 ms against 78 ms
+per copy forward, plan included).
 """
 
 from __future__ import annotations
 
-__all__ = ["GQA_SDPA", "gqa_sdpa_forward", "use_gqa_attention"]
+__all__ = ["GQA_SDPA", "SMALL_FORWARD_TOKENS", "attention_backends", "gqa_sdpa_forward", "use_gqa_attention"]
 
 GQA_SDPA = "cad_gqa_sdpa"
+SMALL_FORWARD_TOKENS = 16  # forwards of at most this many new tokens avoid cuDNN attention on CUDA
 _REGISTERED: list[bool] = []
+
+
+def attention_backends(n_tokens: int, device):
+    """The context to run a forward of `n_tokens` new tokens on `device` under: on CUDA and at
+    most :data:`SMALL_FORWARD_TOKENS` tokens, ``sdpa`` limited to flash, memory-efficient and
+    math attention (no cuDNN, whose plan per key length costs a decode step 3x); otherwise, and
+    where torch lacks ``sdpa_kernel``, a no-op."""
+    from contextlib import nullcontext
+
+    if getattr(device, "type", str(device).split(":")[0]) != "cuda" or n_tokens > SMALL_FORWARD_TOKENS:
+        return nullcontext()
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch < 2.3
+        return nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def gqa_sdpa_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,

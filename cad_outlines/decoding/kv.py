@@ -174,11 +174,14 @@ def crop_cache(cache, length: int) -> None:
 
 
 def forward(model, cache, x, **kwargs):
-    """``model(input_ids=x, <cache keyword>=cache, use_cache=True, **kwargs)`` under inference mode."""
+    """``model(input_ids=x, <cache keyword>=cache, use_cache=True, **kwargs)`` under inference mode;
+    a small forward on CUDA runs without cuDNN attention (:func:`~.attention.attention_backends`)."""
     import torch
 
+    from .attention import attention_backends
+
     kwargs[cache_keyword(model)] = cache
-    with torch.inference_mode():
+    with torch.inference_mode(), attention_backends(x.shape[-1], x.device):
         return model(input_ids=x, use_cache=True, **kwargs)
 
 

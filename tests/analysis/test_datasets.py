@@ -152,6 +152,10 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
     assert serving.report_name(parser.parse_args(["--dataset", "commits", "--dtype", "fp32"])) == "serving_commits_fp32"
     assert serving._argv(parser.parse_args(["--dtype", "fp32"]))[-2:] == ["--dtype", "fp32"]
     assert serving._argv(parser.parse_args(["--report-name", "x"]))[-2:] == ["--report-name", "x"]
+    long = parser.parse_args(["--dataset", "commits", "--dtype", "fp32", "--buckets", "200-500,500-1,500"])
+    assert serving.report_name(long) == "serving_commits_lines_200-500_lines_500-1500_fp32"
+    assert "--buckets" in serving._argv(long) and serving._argv(long)[serving._argv(long).index("--buckets") + 1] == \
+        "200-500,500-1,500"
 
     def result(method, makespan, p50, computed, extra):
         return serving.MethodResult(method, makespan, [p50], computed, 0, 0, 0, 2, extra)
@@ -186,3 +190,16 @@ def test_a_long_file_run_writes_its_own_report_beside_the_default_one():
     assert stem("--dataset", "commits") == "coverage_commits"
     assert stem("--dataset", "commits", "--dataset", "humanevalfix-js") == "coverage_commits_humanevalfix_js"
     assert stem("--dataset", "commits", "--jsonl", "x.jsonl") == "coverage"
+
+
+def test_bucket_labels_parse_with_or_without_the_thousands_comma():
+    from analysis.datasets import LENGTH_BUCKETS, OVER, parse_buckets
+
+    assert parse_buckets(None) is None and parse_buckets("") is None
+    assert parse_buckets("<200") == ["<200"]
+    assert parse_buckets("500-1,500") == parse_buckets("500-1500") == ["500-1,500"]
+    assert parse_buckets("200-500,500-1,500") == ["200-500", "500-1,500"]
+    assert parse_buckets(",".join([*LENGTH_BUCKETS, OVER])) == [*LENGTH_BUCKETS, OVER]
+    for bad in ("200-600", "500-1,", "<200,,200-500"):
+        with pytest.raises(SystemExit, match="unknown bucket"):
+            parse_buckets(bad)

@@ -299,3 +299,48 @@ def test_gqa_attention_equals_sdpa_over_a_cache_without_copying_it():
     ungrouped = Qwen2ForCausalLM(Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                                              num_attention_heads=4, num_key_value_heads=4, vocab_size=100)).eval()
     assert not use_gqa_attention(ungrouped) and ungrouped.config._attn_implementation == "sdpa"
+
+
+def test_small_forwards_on_cuda_run_without_cudnn_attention():
+    """attention_backends: on CUDA a forward of up to SMALL_FORWARD_TOKENS tokens runs with sdpa limited
+    to flash, memory-efficient and math attention (cuDNN plans per key length), restored afterwards;
+    larger forwards and CPU forwards leave PyTorch's flags as they are."""
+    from cad_outlines.decoding.attention import SMALL_FORWARD_TOKENS, attention_backends
+
+    before = (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+              torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled())
+    assert before[0], "the test expects PyTorch's default: cuDNN attention allowed"
+    with attention_backends(1, torch.device("cuda", 0)):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+        assert torch.backends.cuda.math_sdp_enabled()
+    with attention_backends(SMALL_FORWARD_TOKENS, "cuda"):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    for n, device in ((SMALL_FORWARD_TOKENS + 1, torch.device("cuda")), (1, torch.device("cpu")), (1, "cpu")):
+        with attention_backends(n, device):
+            assert torch.backends.cuda.cudnn_sdp_enabled()
+    after = (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+             torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.math_sdp_enabled())
+    assert after == before
+
+
+def test_every_library_forward_asks_attention_backends_for_its_size(monkeypatch):
+    """decoding.kv.forward (every copy, decode step and verify of CopyEditor) enters
+    attention_backends with the forward's token count and device."""
+    import contextlib
+
+    from cad_outlines.decoding import attention
+
+    seen = []
+
+    def spy(n, device):
+        seen.append((n, str(device)))
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(attention, "attention_backends", spy)
+    model = random_qwen2()
+    cache = new_cache(model)
+    append(model, cache, list(range(10, 30)))
+    append(model, cache, [7])
+    append(model, cache, list(range(40, 60)), chunk=8)
+    assert seen == [(20, "cpu"), (1, "cpu"), (8, "cpu"), (8, "cpu"), (4, "cpu")]

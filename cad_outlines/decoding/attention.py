@@ -25,6 +25,12 @@ per copy forward, plan included).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["GQA_SDPA", "SMALL_FORWARD_TOKENS", "attention_backends", "gqa_sdpa_forward", "use_gqa_attention"]
 
 GQA_SDPA = "cad_gqa_sdpa"
@@ -32,13 +38,11 @@ SMALL_FORWARD_TOKENS = 16  # forwards of at most this many new tokens avoid cuDN
 _REGISTERED: list[bool] = []
 
 
-def attention_backends(n_tokens: int, device):
+def attention_backends(n_tokens: int, device: torch.device | str) -> AbstractContextManager:
     """The context to run a forward of `n_tokens` new tokens on `device` under: on CUDA and at
     most :data:`SMALL_FORWARD_TOKENS` tokens, ``sdpa`` limited to flash, memory-efficient and
     math attention (no cuDNN, whose plan per key length costs a decode step 3x); otherwise, and
     where torch lacks ``sdpa_kernel``, a no-op."""
-    from contextlib import nullcontext
-
     if getattr(device, "type", str(device).split(":")[0]) != "cuda" or n_tokens > SMALL_FORWARD_TOKENS:
         return nullcontext()
     try:

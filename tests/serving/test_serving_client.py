@@ -203,7 +203,7 @@ def test_skip_mode_runs_the_edit_in_one_request_without_the_copied_lines(setup):
         engine = SimulatedEngine(grammar, tables, encoder)
         edit = ServedEdit(grammar, encoder, DOC, "fish", script=script, forced_min_run=0, copy_mode=mode)
         runs[mode] = (run_edits(engine, [edit])[0], engine, edit)
-    (prefill, e_prefill, _), (skip, e_skip, edit) = runs["prefill"], runs["skip"]
+    (prefill, _, _), (skip, e_skip, edit) = runs["prefill"], runs["skip"]
     copies = sum(isinstance(op, Copy) for op in skip.program.ops)
     assert copies >= 2 and skip.complete and skip.text == AFTER and skip.program_text == prefill.program_text
     assert (skip.stats.requests, e_skip.requests) == (1, 1) and prefill.stats.requests == copies + 1

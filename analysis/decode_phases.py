@@ -53,7 +53,7 @@ import threading
 import time
 from pathlib import Path
 
-from .kernel import CONFIGS, build_model
+from .kernel import CONFIGS, build_model, torch_forward
 from .kernel import forward as library_forward
 from .report import markdown_table, write_report
 
@@ -157,15 +157,6 @@ class ClockSampler:
         return {k: statistics.fmean(s[i] for s in inside) for i, k in ((1, "sm_mhz"), (2, "watts"), (3, "util"))}
 
 
-def torch_forward(model, ids, cache, logits_to_keep: int = 0):
-    """A forward as transformers runs it: PyTorch picks the attention backend."""
-    from cad_outlines.decoding.kv import cache_keyword
-
-    kwargs = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}
-    kwargs[cache_keyword(model)] = cache
-    return model(input_ids=ids, use_cache=True, **kwargs).logits
-
-
 def run_condition(model, context_ids, condition: str, steps: int, device: str, reserve_gib: float = 8.0) -> dict:
     """One run: prefill the context on a fresh cache, then `steps` greedy decode steps; per-step times."""
     import torch
@@ -241,12 +232,13 @@ def summarise(runs: list[dict], sampler: ClockSampler | None) -> tuple[list[list
                 for r in runs]
     threshold = 1.6 * min(per_step)
     rows = []
-    for i, (r, step) in enumerate(zip(runs, per_step)):
-        walls = r["wall"] if r["condition"] != "no-read" else [r["total"] / len(r["wall"])] * len(r["wall"])
-        slow = sum(w > threshold for w in r["wall"]) / len(r["wall"]) if r["condition"] != "no-read" else (
-            1.0 if step > threshold else 0.0)
+    for r, step in zip(runs, per_step):
+        if r["condition"] == "no-read":  # no per-step times: the run's mean stands for every step
+            p90, slow = 1000 * step, float(step > threshold)
+        else:
+            p90, slow = _p90(r["wall"]), sum(w > threshold for w in r["wall"]) / len(r["wall"])
         clocks = sampler.between(r["t0"], r["t1"]) if sampler else {}
-        rows.append([r["round"], r["condition"], r["context"], f"{1000 * step:.1f}", f"{_p90(walls):.1f}", f"{100 * slow:.0f}%",
+        rows.append([r["round"], r["condition"], r["context"], f"{1000 * step:.1f}", f"{p90:.1f}", f"{100 * slow:.0f}%",
                      f"{_ms(r['launch']):.1f}", f"{_ms(r['wait']):.1f}",
                      f"{_ms(r['gpu']):.1f}" if r["gpu"] else "-", r["segments"], f"{r['cpu_per_wall']:.2f}",
                      f"{1000 * r['probe'][0]:.1f} / {1000 * r['probe'][1]:.1f}",

@@ -118,16 +118,22 @@ def set_cudnn_attention(device: str, enabled: bool) -> None:
 
 
 
-def forward(model, ids, cache, logits_to_keep: int = 0):
-    """One forward of ``ids`` (shape [1, n]) appended to ``cache``, with the attention backends the
-    library gives such a forward; returns the logits [1, k, vocab]."""
-    from cad_outlines.decoding.attention import attention_backends
+def torch_forward(model, ids, cache, logits_to_keep: int = 0):
+    """One forward of ``ids`` (shape [1, n]) appended to ``cache`` as transformers runs it (PyTorch
+    picks the attention backend); returns the logits [1, k, vocab]."""
     from cad_outlines.decoding.kv import cache_keyword
 
     kwargs = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}
     kwargs[cache_keyword(model)] = cache  # `cache` in newer transformers (past_key_values warns there)
-    with attention_backends(ids.shape[-1], ids.device):  # as the library runs its forwards
-        return model(input_ids=ids, use_cache=True, **kwargs).logits
+    return model(input_ids=ids, use_cache=True, **kwargs).logits
+
+
+def forward(model, ids, cache, logits_to_keep: int = 0):
+    """:func:`torch_forward` with the attention backends the library gives such a forward."""
+    from cad_outlines.decoding.attention import attention_backends
+
+    with attention_backends(ids.shape[-1], ids.device):
+        return torch_forward(model, ids, cache, logits_to_keep)
 
 
 def prefill(model, ids, cache, last_only: bool = True):

@@ -127,7 +127,7 @@ def report_name(args) -> str:
     name = "serving" if not args.jsonl else "serving_jsonl"
     if args.dataset and not args.jsonl and list(args.dataset) != CORPORA:
         name = "serving_" + "_".join(d.replace("-", "_") for d in args.dataset)
-    for label in parse_buckets(getattr(args, "buckets", None)) or ():  # e.g. serving_commits_lines_500-1500
+    for label in parse_buckets(args.buckets) or ():  # e.g. serving_commits_lines_500-1500
         name += "_lines_" + label.replace(",", "").replace("<", "lt").replace(">", "gt")
     dtype = native_dtype() if args.dtype == "auto" else args.dtype
     return name if dtype == "bf16" else f"{name}_{dtype}"

@@ -18,6 +18,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 
+from . import attention
+
 __all__ = ["new_cache", "clone_cache", "cache_len", "crop_cache", "append", "cache_keyword"]
 
 _KEYWORD: dict[type, str] = {}
@@ -178,10 +180,8 @@ def forward(model, cache, x, **kwargs):
     a small forward on CUDA runs without cuDNN attention (:func:`~.attention.attention_backends`)."""
     import torch
 
-    from .attention import attention_backends
-
     kwargs[cache_keyword(model)] = cache
-    with torch.inference_mode(), attention_backends(x.shape[-1], x.device):
+    with torch.inference_mode(), attention.attention_backends(x.shape[-1], x.device):
         return model(input_ids=x, use_cache=True, **kwargs)
 
 

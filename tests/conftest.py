@@ -111,7 +111,7 @@ def _serving_admission_state_per_module():
     yield
     import sys
 
-    admission = sys.modules.get("cad_outlines.serving.admission")
+    admission = sys.modules.get("cad_outlines.serving.constraints.admission")
     if admission is not None:
         admission._VOCAB_SIZES.clear()
         admission._GATE_REQUIRED[0] = False

@@ -10,6 +10,7 @@ so ``except ValueError`` keeps working:
 - :class:`TokenError`: a token id that is invalid, out of range, or not allowed by the grammar here.
 - :class:`ProgramError`: an edit program that does not parse (:class:`ProgramSyntaxError`), is cut off
   (:class:`IncompleteProgramError`) or copies lines the document lacks (:class:`SpanError`).
+- :class:`DocumentError`: a document file that is not UTF-8 text, or an edit that would empty it.
 - :class:`ServingError`: the serving layer (a malformed request: :class:`RequestError`; an engine failure).
 - :class:`ParameterError`: a parameter out of its range (``Sampling(temperature=-1)``).
 - :class:`ResourceLimitError`: an input that would cost more than a configured limit (time, memory,
@@ -26,7 +27,8 @@ from typing import Any
 
 __all__ = [
     "CadOutlinesError", "GrammarError", "GrammarCompileError", "LexError", "TokenError", "InvalidTokenError",
-    "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "ServingError", "RequestError",
+    "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "DocumentError", "ServingError",
+    "RequestError",
     "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError", "ParameterError",
     "SettingError",
 ]
@@ -140,6 +142,11 @@ class IncompleteProgramError(ProgramError):
             f"program ended before </program>{detail} (cut off after {n} op{'s' * (n != 1)}); "
             "pass partial=True to get what it has"
         )
+
+
+class DocumentError(CadOutlinesError, ValueError):
+    """A document file that cannot be read as text (naming the file), or a write of an edit that would lose
+    the document (every line deleted) without the caller saying so."""
 
 
 # --- generation and serving ------------------------------------------------------------------------------

@@ -197,7 +197,7 @@ def _compile(fpath: Path | None, vocab: Vocabulary, phases, *, cache: bool | str
     def reference():  # the Python objects of the eager build (analyses, reference matcher)
         return objects(CompileProfile())._reference()
 
-    prof = profile if profile is not None else CompileProfile()
+    prof = profile if profile is not None else CompileProfile(memory=False)
     if fpath is not None:
         _wait_for_save(fpath)
     if fpath is not None and fpath.is_file():

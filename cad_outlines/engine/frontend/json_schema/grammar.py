@@ -107,7 +107,7 @@ class _Builder:
                 _check_length(b)
                 c = StrClass(min_len=b.min_len, max_len=b.max_len, patterns=b.patterns, formats=b.formats)
                 xs = frozenset(e for e in ex if isinstance(e, str))
-                strs.append((c, StrClass(values=xs) if xs else None))
+                strs.append((c, xs or None))
             if "number" in b.types:
                 nums.extend(_split(_spec(b), [Fraction(repr(e)) if isinstance(e, float) else Fraction(e)
                                               for e in ex if isinstance(e, (int, float)) and not isinstance(e, bool)]))
@@ -192,7 +192,7 @@ class _Builder:
             return ("num", (NumberSpec(False, f, False, f, False, None),))
         return self.literal(x)
 
-    def _key_symbol(self, c: StrClass, minus: StrClass | None = None):
+    def _key_symbol(self, c: StrClass, minus: frozenset | None = None):
         return ("key", c, minus)
 
     # -- objects --------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class _Builder:
     def _extras(self, b: Basic, declared: set[str]) -> list[tuple]:
         """(key symbol, value nonterminal) for the properties beyond the declared ones."""
         out = []
-        minus = StrClass(values=frozenset(declared)) if declared else None
+        minus = frozenset(declared) or None
         covered: list[StrClass] = []
         for p, s in b.pattern_props:
             v = self.value(s)
@@ -399,15 +399,15 @@ class _Builder:
         kind = sym[0]
         if kind == "key":
             self.keys.add(sym[1])
-            if sym[2] is not None:
-                self.keys.add(sym[2])
+            for v in sym[2] or ():  # values left out: each a singleton class (Family.alternatives)
+                self.keys.add(StrClass(values=frozenset([v])))
             for c in (sym[3] if len(sym) > 3 else ()):
                 self.keys.add(c)
         elif kind == "str":
             for c, minus in sym[1]:
                 self.strs.add(c)
-                if minus is not None:
-                    self.strs.add(minus)
+                for v in minus or ():
+                    self.strs.add(StrClass(values=frozenset([v])))
         else:
             for c in sym[1]:
                 self.nums.add(c)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,7 @@ class StrClass:
 
 
 _STR_DFAS: dict = {}
+_DEAD = np.full(256, -1, np.int32)
 _RELATIONS: dict = {}
 _PRODUCTS: dict = {}
 
@@ -123,8 +125,8 @@ def _product(a: ByteDFA, b: ByteDFA, build: bool | None):
             check_deadline("a JSON Schema terminal")
         x, y = pairs[i]
         seen.add((bool(x >= 0 and a.accept[x]), bool(y >= 0 and b.accept[y])))
-        ra = ta[x] if x >= 0 else np.full(256, -1, np.int32)
-        rb = tb[y] if y >= 0 else np.full(256, -1, np.int32)
+        ra = ta[x] if x >= 0 else _DEAD
+        rb = tb[y] if y >= 0 else _DEAD
         live = (ra >= 0) | (rb >= 0) if build is None else (ra >= 0) & (rb >= 0)
         row = np.full(256, -1, np.int64)
         if live.any():
@@ -224,7 +226,95 @@ class Family:
     # -- closure and order ----------------------------------------------------------------
     def close(self) -> None:
         """Add the intersection of every two overlapping classes (until none is new); merge equal
-        classes (``self.rep``); order subsets first (``self.order``)."""
+        classes (``self.rep``); order subsets first (``self.order``). String families index literal
+        values, so a schema with many property names costs a membership test per (value, pattern
+        class), not a relation per pair of classes."""
+        if self.kind == "num":
+            self._close_pairwise()
+            return
+        member: dict[tuple[int, str], bool] = {}
+
+        def contains(i: int, v: str) -> bool:
+            c = self.classes[i]
+            if c.generic:
+                return True
+            got = member.get((i, v))
+            if got is None:
+                got = member[(i, v)] = c.contains(v)
+            return got
+
+        done_rx: set = set()
+        changed = True
+        while changed:
+            changed = False
+            rx = [i for i, c in enumerate(self.classes) if c.values is None]
+            lit = [i for i, c in enumerate(self.classes) if c.values is not None]
+            for x in rx:  # rx x rx
+                for y in rx:
+                    if y < x and (y, x) not in done_rx:
+                        done_rx.add((y, x))
+                        if self.relation(self.classes[y], self.classes[x]) == "ovl":
+                            n = len(self.classes)
+                            self.add(self._intersection(self.classes[y], self.classes[x]))
+                            changed |= len(self.classes) > n
+            for x in rx:  # literal sets split by each pattern class
+                if self.classes[x].generic:
+                    continue
+                for j in lit:
+                    vals = self.classes[j].values
+                    inside = frozenset(v for v in vals if contains(x, v))
+                    if inside and inside != vals:
+                        n = len(self.classes)
+                        self.add(StrClass(values=inside))
+                        changed |= len(self.classes) > n
+            by_value: dict[str, list[int]] = defaultdict(list)
+            for j in lit:
+                for v in self.classes[j].values:
+                    by_value[v].append(j)
+            for js in by_value.values():  # overlapping literal sets
+                for a in js:
+                    for b in js:
+                        if a < b:
+                            va, vb = self.classes[a].values, self.classes[b].values
+                            inter = va & vb
+                            if inter != va and inter != vb:
+                                n = len(self.classes)
+                                self.add(StrClass(values=inter))
+                                changed |= len(self.classes) > n
+            check_limit("max_terminals", len(self.classes), f"JSON Schema {self.kind} classes")
+        n = len(self.classes)
+        self.rep = list(range(n))
+        first_rx: dict = {}
+        for i, c in enumerate(self.classes):
+            if c.values is None:
+                for j, d in first_rx.items():
+                    if self.relation(d, c) == "eq":
+                        self.rep[i] = j
+                        break
+                else:
+                    first_rx[i] = c
+        reps = [i for i in range(n) if self.rep[i] == i]
+        lit = [i for i in reps if self.classes[i].values is not None]
+        rx = [i for i in reps if self.classes[i].values is None]
+        by_value = defaultdict(list)
+        for j in lit:
+            for v in self.classes[j].values:
+                by_value[v].append(j)
+        inside: dict[int, set[int]] = {}
+        for i in lit:
+            vals = self.classes[i].values
+            cands = {j for v in vals for j in by_value[v] if j != i}
+            inside[i] = {j for j in cands if self.classes[j].values < vals}
+        for i in rx:
+            c = self.classes[i]
+            inside[i] = {j for j in lit if all(contains(i, v) for v in self.classes[j].values)}
+            inside[i] |= {j for j in rx if j != i and self.relation(self.classes[j], c) == "sub"}
+        self.inside = inside
+        self.order = sorted(lit, key=lambda i: (len(self.classes[i].values), i)) + \
+            sorted(rx, key=lambda i: (len(inside[i]), i))
+        self.closed = True
+
+    def _close_pairwise(self) -> None:
         i = 0
         while i < len(self.classes):
             for j in range(i):
@@ -241,24 +331,22 @@ class Family:
                     self.rep[i] = j
                     break
         reps = [i for i in range(n) if self.rep[i] == i]
-        inside = {i: {j for j in reps if j != i and self.relation(self.classes[j], self.classes[i]) == "sub"}
-                  for i in reps}
-        self.inside = inside
-        self.order = sorted(reps, key=lambda i: (len(inside[i]), i))
+        self.inside = {i: {j for j in reps if j != i and self.relation(self.classes[j], self.classes[i]) == "sub"}
+                       for i in reps}
+        self.order = sorted(reps, key=lambda i: (len(self.inside[i]), i))
         self.closed = True
 
     def terminal_index(self, c) -> int:
         return self.rep[self._index[c]]
 
-    def alternatives(self, c, minus=None) -> list[int]:
-        """Indices (into ``classes``) of the terminals a position admitting `c` admits; `minus`: a
-        class of values left out (only classes inside it are dropped)."""
+    def alternatives(self, c, minus: frozenset | None = None) -> list[int]:
+        """Indices (into ``classes``) of the terminals a position admitting `c` admits; `minus`: values
+        left out (each is a singleton class of the family, so exactly the literal classes inside `minus`
+        are dropped)."""
         i = self.terminal_index(c)
         out = [i, *sorted(self.inside[i])]
-        if minus is not None:
-            m = self.terminal_index(minus)
-            drop = {m, *self.inside[m]}
-            out = [x for x in out if x not in drop]
+        if minus:
+            out = [x for x in out if not (self.classes[x].values is not None and self.classes[x].values <= minus)]
         return out
 
 

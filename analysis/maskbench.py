@@ -99,9 +99,10 @@ class _Peer:
         """Compile and return a factory of fresh matchers (each with fill/advance/accepting)."""
         if self.name == "ours":
             from analysis.engine_bench import Ours
-            from cad_outlines.engine.compile import compile_json_schema
+            from cad_outlines.engine import compile as compile_mod
 
-            g = compile_json_schema(schema, self.vocab, cache=False, whitespace=self.whitespace)
+            compile_mod._SCHEMAS.clear()  # a schema seen before (MaskBench and JSONSchemaBench share some) is new
+            g = compile_mod.compile_json_schema(schema, self.vocab, cache=False, whitespace=self.whitespace)
             return lambda: Ours(g)
         if self.name == "llguidance":
             import llguidance

@@ -1,6 +1,7 @@
 #include "lazy_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "batch.h"
@@ -11,9 +12,13 @@ namespace cad {
 
 // edge kinds of the byte automaton (engine/lexer_index.py)
 constexpr uint8_t NL_GOES_ON = 1, NL_STARTS = 2;
-// a build's new walks share the thread pool when their first bytes' subtrees hold this many
-// trie nodes (a few hundred microseconds of walking; waking a thread costs tens)
-constexpr size_t PARALLEL_WALK_NODES = 1 << 14;
+// a build's new walks may share the thread pool when their first bytes' subtrees hold this many
+// trie nodes, and then only those not done after PARALLEL_AFTER on the calling thread: a walk a
+// woken thread takes may wait for the scheduler, which on a loaded machine costs milliseconds
+// (measured: first masks of small JSON Schemas took 0.2 ms alone, 2-10 ms in half the runs when
+// every build over 1 << 14 nodes went to the pool at once; 2 cores under load 8)
+constexpr size_t PARALLEL_WALK_NODES = size_t(1) << 14;
+constexpr std::chrono::microseconds PARALLEL_AFTER{1000};
 // unions of more tokens are made in a bitset (a sort costs more from a few hundred on)
 constexpr size_t SORT_MAX = 256;
 
@@ -371,7 +376,13 @@ size_t LazyStore::prepare(int32_t q) {
         for (size_t i = 0; i < n_walks; ++i) by_size_[i] = int32_t(i);
         std::stable_sort(by_size_.begin(), by_size_.end(),
                          [&](int32_t x, int32_t y) { return walks_[x].nodes > walks_[y].nodes; });
-        parallel_for(n_walks, [&](size_t i) { walk(walks_[by_size_[i]]); });
+        // subtree sizes overestimate a walk (most paths die in a byte or two), so the walks
+        // start here, and only what is left after PARALLEL_AFTER goes to the pool
+        const auto t0 = std::chrono::steady_clock::now();
+        size_t done = 0;
+        while (done < n_walks && std::chrono::steady_clock::now() - t0 < PARALLEL_AFTER) walk(walks_[by_size_[done++]]);
+        if (done < n_walks)
+            parallel_for(n_walks - done, [&](size_t i) { walk(walks_[by_size_[done + i]]); });
     } else {
         for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
     }

@@ -74,14 +74,47 @@ struct Builder {
         return int32_t(step_lo.size()) - 1;
     }
 
+    // Bytes no automaton state tells apart (same successor and block flag in every state) have the
+    // same edges from every configuration: rep[b] is the first byte of b's class. The indenter's
+    // bytes (tab, line feed, space) are kept apart, as the indentation reads them.
+    uint8_t rep[256];
+
+    void byte_classes() {
+        const size_t n = g.l_label.size();
+        uint64_t h[256];
+        for (int b = 0; b < 256; ++b) h[b] = FNV_OFFSET;
+        for (size_t u = 0; u < n; ++u) {
+            const int32_t* t = g.l_trans.p + u * 256;
+            const uint8_t* k = g.l_block.p + u * 256;
+            for (int b = 0; b < 256; ++b) h[b] = (h[b] ^ (uint64_t(uint32_t(t[b])) << 1 | k[b])) * FNV_PRIME;
+        }
+        for (int b = 0; b < 256; ++b) {
+            rep[b] = uint8_t(b);
+            if (b == 9 || b == 10 || b == 32) continue;
+            for (int r = 0; r < b; ++r) {
+                if (rep[r] != r || h[r] != h[b] || r == 9 || r == 10 || r == 32) continue;
+                bool same = true;  // hashes agree: check the columns themselves
+                for (size_t u = 0; u < n && same; ++u)
+                    same = g.l_trans.p[u * 256 + b] == g.l_trans.p[u * 256 + r] &&
+                           g.l_block.p[u * 256 + b] == g.l_block.p[u * 256 + r];
+                if (same) {
+                    rep[b] = uint8_t(r);
+                    break;
+                }
+            }
+        }
+    }
+
     void edges() {
         const int32_t nl_owner = g.indent_owner, nl_label = g.indent_label;
         std::vector<std::pair<LexCfg, int32_t>> succ;
         std::vector<int32_t> base, key;
         by_state.assign(g.l_label.size(), -1);
         by_byte.assign(256, -1);
+        byte_classes();
         intern(LexCfg{});
         a.a_ptr.push_back(0);
+        int64_t lo[256], hi[256];  // this configuration's edges on each class's first byte
         for (size_t c = 0; c < cfgs.size(); ++c) {  // ids are given in this order, so edges are CSR
             const LexCfg cur = cfgs[c];
             const bool boundary = cur.owner == BOUNDARY;
@@ -90,6 +123,13 @@ struct Builder {
             const size_t ptr = a.a_ptr.size();
             a.a_ptr.resize(ptr + 256);
             for (int b = 0; b < 256; ++b) {
+                if (rep[b] != b) {  // as its class's first byte
+                    const int64_t from = lo[rep[b]], to = hi[rep[b]];
+                    for (int64_t e = from; e < to; ++e) built.push_back(Edge(built[e]));
+                    a.a_ptr[ptr + b] = int64_t(built.size());
+                    continue;
+                }
+                lo[b] = int64_t(built.size());
                 const int32_t s = boundary ? 0 : row[b];
                 if (s != dead && lx.advance_cons(cur.cons, b, base)) {
                     int32_t step;
@@ -122,7 +162,8 @@ struct Builder {
                         for (int64_t e = step_lo[step]; e < step_hi[step]; ++e) built.push_back(Edge(built[e]));
                     }
                 }
-                a.a_ptr[ptr + b] = int64_t(built.size());
+                hi[b] = int64_t(built.size());
+                a.a_ptr[ptr + b] = hi[b];
             }
         }
     }

@@ -23,6 +23,7 @@
 #include "grammar.h"
 #include "lalr.h"
 #include "lazy_store.h"
+#include "lexer_tables.h"
 #include "matcher.h"
 
 namespace nb = nanobind;
@@ -114,6 +115,21 @@ static nb::object to_numpy(std::vector<T>&& v) {
     return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), 1, shape, owner));
 }
 
+// The byte automaton of a grammar whose l_* views are bound, with its per-configuration arrays,
+// into `out` (the GIL released while it is built).
+static void automaton_into(const Grammar& g, size_t max_states, nb::dict& out) {
+    ByteAutomaton ba;
+    {
+        nb::gil_scoped_release release;
+        ba = build_byte_automaton(g, max_states);
+    }
+#define OUT(name) out[#name] = to_numpy(std::move(ba.name))
+    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_nxt); OUT(a_lab); OUT(a_kind);
+    OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid); OUT(c_final);
+    OUT(c_ent); OUT(e_off); OUT(e_labels);
+#undef OUT
+}
+
 // The lexer's byte automaton and per-configuration arrays (byte_automaton.h) from the l_*
 // arrays and the lexer's meta of a flat grammar.
 static nb::dict byte_automaton_arrays(nb::dict a, nb::dict meta, size_t max_states) {
@@ -130,16 +146,54 @@ static nb::dict byte_automaton_arrays(nb::dict a, nb::dict meta, size_t max_stat
     if (g.l_starters_off.size() != 257 || g.l_comp_off.size() != size_t(g.n_terminals) * 256 + 1 ||
         g.l_ignored.size() != size_t(g.n_labels) || g.l_trans.size() != g.l_label.size() * 256)
         throw std::invalid_argument("lexer arrays have inconsistent sizes");
-    ByteAutomaton ba;
-    {
-        nb::gil_scoped_release release;
-        ba = build_byte_automaton(g, max_states);
-    }
     nb::dict out;
-#define OUT(name) out[#name] = to_numpy(std::move(ba.name))
-    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_nxt); OUT(a_lab); OUT(a_kind);
-    OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid); OUT(c_final);
-    OUT(c_ent); OUT(e_off); OUT(e_labels);
+    automaton_into(g, max_states, out);
+    return out;
+}
+
+template <class T>
+static View<T> view_of(const std::vector<T>& v) {
+    return View<T>{v.data(), v.size()};
+}
+
+using U8 = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
+using I32n = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
+using TermArrays = std::tuple<I32n, I32n, U8, U8, U8, I32n>;
+
+// The l_* arrays of terminals given as their tables (lexer_tables.h), then the byte automaton
+// over them: what flat_grammar.spec_automaton_arrays returns for lexer_spec_from_dfas' spec.
+static nb::dict lexer_automaton_arrays(const std::vector<TermArrays>& terms, size_t max_states) {
+    std::vector<TerminalView> views;
+    for (const auto& [trans, label, live, block, blocked, shadow] : terms) {
+        const size_t n = label.size();
+        if (n == 0 || trans.size() != n * 256 || live.size() != n || block.size() != n * 256 || blocked.size() != n ||
+            shadow.size() != n)
+            throw std::invalid_argument("lexer_automaton: a terminal's arrays have inconsistent sizes");
+        for (size_t i = 0; i < n * 256; ++i)
+            if (trans.data()[i] < 0 || size_t(trans.data()[i]) >= n)
+                throw std::invalid_argument("lexer_automaton: a transition out of range");
+        for (size_t i = 0; i < n; ++i)
+            if (shadow.data()[i] < 0 || size_t(shadow.data()[i]) >= n)
+                throw std::invalid_argument("lexer_automaton: a shadow state out of range");
+        views.push_back(TerminalView{int32_t(n), trans.data(), label.data(), live.data(), block.data(), blocked.data(),
+                                     shadow.data()});
+    }
+    LexerArrays la = lexer_arrays(views);
+    Grammar g;
+    g.l_trans = view_of(la.l_trans); g.l_label = view_of(la.l_label); g.l_shadow = view_of(la.l_shadow);
+    g.l_dead = view_of(la.l_dead); g.l_auto_off = view_of(la.l_auto_off); g.l_guard = view_of(la.l_guard);
+    g.l_first = view_of(la.l_first); g.l_comp = view_of(la.l_comp); g.l_starters = view_of(la.l_starters);
+    g.l_starters_off = view_of(la.l_starters_off); g.l_comp_off = view_of(la.l_comp_off);
+    g.l_live = view_of(la.l_live); g.l_block = view_of(la.l_block); g.l_blocked = view_of(la.l_blocked);
+    g.l_pending = view_of(la.l_pending); g.l_comp_none = view_of(la.l_comp_none); g.l_ignored = view_of(la.l_ignored);
+    g.n_terminals = la.n_terminals;
+    g.n_labels = la.n_labels;
+    nb::dict out;
+    automaton_into(g, max_states, out);
+#define OUT(name) out[#name] = to_numpy(std::move(la.name))
+    OUT(l_auto_off); OUT(l_trans); OUT(l_label); OUT(l_live); OUT(l_block); OUT(l_blocked); OUT(l_pending);
+    OUT(l_shadow); OUT(l_dead); OUT(l_guard); OUT(l_first); OUT(l_starters_off); OUT(l_starters); OUT(l_comp_none);
+    OUT(l_comp_off); OUT(l_comp); OUT(l_ignored);
 #undef OUT
     return out;
 }
@@ -502,6 +556,10 @@ static void bind_dfa(nb::module_& m) {
 
 // The lexer's configurations as a byte automaton (byte_automaton.h).
 static void bind_lexer(nb::module_& m) {
+    m.def("lexer_automaton", &lexer_automaton_arrays, "terminals"_a, "max_states"_a = size_t(1) << 22,
+          "The l_* arrays of terminals in the lexer's order, each given as its TerminalAutomaton tables (trans, "
+          "label, live, block, blocked, shadow; flat arrays with uint8 flags; terminal i labelled i, nothing "
+          "ignored, no indenter), then the byte automaton over them, in one dict (lexer_tables.h).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -435,14 +435,26 @@ class _Builder:
 
 def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[str, tuple]]:
     """The rules whose symbols all derive some text, reachable from ``start``."""
+    # productive: a worklist over the count of each rule's symbols not yet known to derive text
+    missing = []
+    uses: dict[str, list[int]] = {}
+    todo: list[str] = []
     productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in rules:
-            if lhs not in productive and all(x in terminals or x in productive for x in rhs):
+    for i, (lhs, rhs) in enumerate(rules):
+        syms = {x for x in rhs if x not in terminals}
+        missing.append(len(syms))
+        for x in syms:
+            uses.setdefault(x, []).append(i)
+        if not syms and lhs not in productive:
+            productive.add(lhs)
+            todo.append(lhs)
+    while todo:
+        for i in uses.get(todo.pop(), ()):
+            missing[i] -= 1
+            lhs = rules[i][0]
+            if not missing[i] and lhs not in productive:
                 productive.add(lhs)
-                changed = True
+                todo.append(lhs)
     if "start" not in productive:
         return []
     rules = [(lhs, rhs) for lhs, rhs in rules if lhs in productive and all(x in terminals or x in productive

@@ -37,7 +37,7 @@ __all__ = ["load_lark", "compile_grammar", "compile_json_schema", "wait_for_cach
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
-FLAT_VERSION = "3"  # bump whenever the flat arrays (flat_grammar.py) change
+FLAT_VERSION = "4"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
 
 

@@ -80,10 +80,9 @@ uint64_t LazyStore::stays(int32_t state) const {
     uint64_t known = stays_[state].load(std::memory_order_relaxed);
     if (known) return known;
     uint64_t out = a_.in_nl[state] ? 0 : ~STAYS_KNOWN;
-    const int64_t* ptr = a_.ptr.p + int64_t(state) * 256;
     for (int c = 0; c < 256 && out; ++c) {
-        const int64_t e = ptr[c];
-        if (ptr[c + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
+        const int64_t k = a_.at(state, c), e = a_.ptr[k];
+        if (a_.ptr[k + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
     }
     out |= STAYS_KNOWN;
     stays_[state].store(out, std::memory_order_relaxed);
@@ -113,7 +112,7 @@ void LazyStore::walk(Walk& w) const {
     auto step = [&](const Item* from, size_t n_from, int c, std::vector<Item>& to) {
         to.clear();
         for (const Item* it = from; it < from + n_from; ++it) {
-            const int64_t k = int64_t(it->state) * 256 + c;
+            const int64_t k = a_.at(it->state, c);
             for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
                 const uint8_t kind = a_.kind[e];
                 int32_t acc2 = 0;
@@ -334,7 +333,7 @@ size_t LazyStore::prepare(int32_t q) {
     size_t n_walks = 0, walk_nodes = 0;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
-        in_lexer_order(int64_t(q) * 256 + b, [&](int64_t e) {
+        in_lexer_order(a_.at(q, b), [&](int64_t e) {
             const uint8_t kind = a_.kind[e];
             int32_t acc = 0;
             bool absolute = false;
@@ -560,7 +559,7 @@ void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)
         const int32_t c = stack.back();
         stack.pop_back();
         for (int b = 0; b < 256; ++b)
-            in_lexer_order(int64_t(c) * 256 + b, [&](int64_t e) {
+            in_lexer_order(a_.at(int32_t(c), b), [&](int64_t e) {
                 const int32_t t = a_.nxt[e];
                 if (py_id[t] < 0) py_id[t] = next_id++, stack.push_back(t);
             });

@@ -68,7 +68,7 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
     const bool lazy = meta.contains("lazy") && nb::cast<bool>(meta["lazy"]);
     ByteAutomatonView ba;
     if (lazy) {  // the byte automaton instead of the store, which is built on first use
-        bind_array(*pg, a, "a_ptr", ba.ptr); bind_array(*pg, a, "a_nxt", ba.nxt);
+        bind_array(*pg, a, "a_ptr", ba.ptr); bind_array(*pg, a, "a_class", ba.cls); bind_array(*pg, a, "a_nxt", ba.nxt);
         bind_array(*pg, a, "a_lab", ba.lab); bind_array(*pg, a, "a_kind", ba.kind);
         bind_array(*pg, a, "a_ends_nl", ba.ends_nl); bind_array(*pg, a, "a_in_nl", ba.in_nl);
         bind_array(*pg, a, "c_ent", ba.c_ent);
@@ -85,7 +85,10 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
 #undef META
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
     if (lazy) {
-        if (ba.ptr.size() != g.n_configs() * 256 + 1 || ba.in_nl.size() != g.n_configs() ||
+        if (ba.cls.size() != 256)
+            throw std::invalid_argument("lazy flat grammar: a_class must map each of the 256 bytes");
+        for (size_t b = 0; b < 256; ++b) ba.n_classes = std::max<int32_t>(ba.n_classes, int32_t(ba.cls[b]) + 1);
+        if (ba.ptr.size() != g.n_configs() * size_t(ba.n_classes) + 1 || ba.in_nl.size() != g.n_configs() ||
             ba.c_ent.size() != g.n_configs() || ba.nxt.size() != ba.lab.size() || ba.kind.size() != ba.nxt.size() ||
             ba.ends_nl.size() != ba.nxt.size())
             throw std::invalid_argument("lazy flat grammar: byte automaton arrays have inconsistent sizes");
@@ -124,7 +127,8 @@ static void automaton_into(const Grammar& g, size_t max_states, nb::dict& out) {
         ba = build_byte_automaton(g, max_states);
     }
 #define OUT(name) out[#name] = to_numpy(std::move(ba.name))
-    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_nxt); OUT(a_lab); OUT(a_kind);
+    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_class); OUT(a_nxt); OUT(a_lab);
+    OUT(a_kind);
     OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid); OUT(c_final);
     OUT(c_ent); OUT(e_off); OUT(e_labels);
 #undef OUT

@@ -36,8 +36,9 @@ Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data
   complemented set).
 - lazy grammars (``meta["lazy"]``, ``compile_grammar(..., lazy=True)``) have no ``t_*``
   and ``s_*`` arrays: the native core builds a configuration's rows on first use from
-  the lexer's byte automaton ``a_*`` (``a_ptr`` CSR by state * 256 + byte, per edge
-  ``a_nxt``, ``a_lab``, ``a_kind``, ``a_ends_nl``; per state ``a_in_nl``), and
+  the lexer's byte automaton ``a_*`` (``a_ptr`` CSR by state * n_classes + ``a_class[byte]``:
+  bytes no terminal automaton tells apart share a class; per edge ``a_nxt``, ``a_lab``,
+  ``a_kind``, ``a_ends_nl``; per state ``a_in_nl``), and
   ``c_ent`` (each configuration's entered-label set as an ``e_off`` id, -1: it cannot
   end). Its configurations are all the byte automaton's states.
 - vocabulary ``v_*``: ``v_allowed`` bitset of ids that may ever be allowed (not

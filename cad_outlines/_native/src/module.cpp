@@ -160,28 +160,33 @@ static View<T> view_of(const std::vector<T>& v) {
     return View<T>{v.data(), v.size()};
 }
 
-using U8 = nb::ndarray<const uint8_t, nb::c_contig, nb::device::cpu>;
-using I32n = nb::ndarray<const int32_t, nb::c_contig, nb::device::cpu>;
-using TermArrays = std::tuple<I32n, I32n, U8, U8, U8, I32n>;
+using U8 = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using DfaTrans = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using DfaBlock = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using TermDfa = std::tuple<DfaTrans, U8, std::optional<DfaBlock>>;
 
-// The l_* arrays of terminals given as their tables (lexer_tables.h), then the byte automaton
-// over them: what flat_grammar.spec_automaton_arrays returns for lexer_spec_from_dfas' spec.
-static nb::dict lexer_automaton_arrays(const std::vector<TermArrays>& terms, size_t max_states) {
-    std::vector<TerminalView> views;
-    for (const auto& [trans, label, live, block, blocked, shadow] : terms) {
-        const size_t n = label.size();
-        if (n == 0 || trans.size() != n * 256 || live.size() != n || block.size() != n * 256 || blocked.size() != n ||
-            shadow.size() != n)
-            throw std::invalid_argument("lexer_automaton: a terminal's arrays have inconsistent sizes");
+// The l_* arrays of terminals given as byte DFAs (lexer_tables.h; each made the lexer's tables as
+// TerminalAutomaton.build makes them), then the byte automaton over them: what
+// flat_grammar.spec_automaton_arrays returns for lexer_spec_from_dfas' spec.
+static nb::dict lexer_automaton_arrays(const std::vector<TermDfa>& terms, size_t max_states) {
+    std::vector<TerminalTables> tables;
+    tables.reserve(terms.size());
+    std::vector<int32_t> label;
+    for (const auto& [trans, accept, block] : terms) {
+        const size_t n = trans.shape(0);
+        if (n == 0 || trans.shape(1) != 256 || accept.size() != n || (block && (block->shape(0) != n ||
+                                                                                 block->shape(1) != 256)))
+            throw std::invalid_argument("lexer_automaton: a terminal's arrays have inconsistent shapes");
         for (size_t i = 0; i < n * 256; ++i)
-            if (trans.data()[i] < 0 || size_t(trans.data()[i]) >= n)
-                throw std::invalid_argument("lexer_automaton: a transition out of range");
-        for (size_t i = 0; i < n; ++i)
-            if (shadow.data()[i] < 0 || size_t(shadow.data()[i]) >= n)
-                throw std::invalid_argument("lexer_automaton: a shadow state out of range");
-        views.push_back(TerminalView{int32_t(n), trans.data(), label.data(), live.data(), block.data(), blocked.data(),
-                                     shadow.data()});
+            if (trans.data()[i] >= int32_t(n)) throw std::invalid_argument("lexer_automaton: a target out of range");
+        label.resize(n);
+        for (size_t i = 0; i < n; ++i) label[i] = accept.data()[i] ? 0 : -1;
+        tables.push_back(terminal_tables(int32_t(n), trans.data(), label.data(), block ? block->data() : nullptr));
     }
+    std::vector<TerminalView> views;
+    for (const TerminalTables& t : tables)
+        views.push_back(TerminalView{t.m + 1, t.trans.data(), t.label.data(), t.live.data(), t.block.data(),
+                                     t.blocked.data(), t.shadow.data()});
     LexerArrays la = lexer_arrays(views);
     Grammar g;
     g.l_trans = view_of(la.l_trans); g.l_label = view_of(la.l_label); g.l_shadow = view_of(la.l_shadow);
@@ -561,9 +566,9 @@ static void bind_dfa(nb::module_& m) {
 // The lexer's configurations as a byte automaton (byte_automaton.h).
 static void bind_lexer(nb::module_& m) {
     m.def("lexer_automaton", &lexer_automaton_arrays, "terminals"_a, "max_states"_a = size_t(1) << 22,
-          "The l_* arrays of terminals in the lexer's order, each given as its TerminalAutomaton tables (trans, "
-          "label, live, block, blocked, shadow; flat arrays with uint8 flags; terminal i labelled i, nothing "
-          "ignored, no indenter), then the byte automaton over them, in one dict (lexer_tables.h).");
+          "The l_* arrays of terminals in the lexer's order, each a byte DFA (trans int32 (n, 256) with -1 "
+          "dead, accept uint8 (n), block uint8 (n, 256) or None; terminal i labelled i, nothing ignored, no "
+          "indenter), then the byte automaton over them, in one dict (lexer_tables.h).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -421,13 +421,14 @@ def spec_automaton_arrays(spec: LexerSpec) -> tuple[dict[str, np.ndarray], dict]
 def dfa_automaton_arrays(terminals) -> tuple[dict[str, np.ndarray], dict]:
     """:func:`spec_automaton_arrays` of :func:`~.lexer.lexer_spec_from_dfas`'s spec for `terminals`
     (``(name, byte DFA)`` pairs in the lexer's order), built in one call to the native core
-    (``_native/src/lexer_tables.cpp``) from each DFA's cached tables: the same arrays, without a
+    (``_native/src/lexer_tables.cpp``) from the DFAs' arrays: the same arrays, without a
     :class:`~.lexer.LexerSpec`."""
     from ..._native import core
-    from .lexer import terminal_tables
 
     cap = active_limits().max_lexer_configs
-    tables = [terminal_tables(dfa) for _, dfa in terminals]
+    tables = [(np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept).view(np.uint8),
+               None if dfa.block is None else np.ascontiguousarray(dfa.block).view(np.uint8))
+              for _, dfa in terminals]
     try:
         out = core().lexer_automaton(tables, **({} if cap is None else {"max_states": cap}))
     except ValueError as e:

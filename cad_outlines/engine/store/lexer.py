@@ -35,7 +35,7 @@ from ..frontend.terminals import compile_terminals
 
 __all__ = ["BOUNDARY", "TerminalAutomaton", "LexerSpec", "Config", "ConfigTable", "Lexer", "INDENT_BASE",
            "encode_indent", "decode_indent", "indent_step", "NO_LINE_BREAK", "lexer_spec_from_lark",
-           "lexer_spec_from_dfas", "terminal_tables"]
+           "lexer_spec_from_dfas"]
 
 BOUNDARY = -1
 
@@ -446,30 +446,16 @@ def lexer_spec_from_dfas(terminals) -> LexerSpec:
     automata = []
     labels = []
     for i, (name, dfa) in enumerate(terminals):
-        auto = _base_automaton(dfa)[1]
+        base = _AUTOMATA.get(id(dfa))
+        if base is None or base[0] is not dfa:
+            if len(_AUTOMATA) > 50_000:
+                _AUTOMATA.clear()
+            label = np.where(dfa.accept, 0, -1).astype(np.int32)
+            base = _AUTOMATA[id(dfa)] = (dfa, TerminalAutomaton.build(name, dfa.trans, label, dfa.block))
+        auto = base[1]
         automata.append(dataclasses.replace(auto, name=name, label=np.where(auto.label >= 0, i, -1).astype(np.int32)))
         labels.append(name)
     return LexerSpec(automata, labels, frozenset())
 
 
-def terminal_tables(dfa) -> tuple[np.ndarray, ...]:
-    """A byte DFA's :class:`TerminalAutomaton` tables as flat arrays for the native core's
-    ``lexer_automaton`` (trans, label, live, block, blocked, shadow; flags as uint8), built once per
-    DFA object (cached, as :func:`lexer_spec_from_dfas`'s automata)."""
-    return _base_automaton(dfa)[2]
-
-
-def _base_automaton(dfa) -> tuple:
-    base = _AUTOMATA.get(id(dfa))
-    if base is None or base[0] is not dfa:
-        if len(_AUTOMATA) > 50_000:
-            _AUTOMATA.clear()
-        label = np.where(dfa.accept, 0, -1).astype(np.int32)
-        a = TerminalAutomaton.build("", dfa.trans, label, dfa.block)
-        flat = (a.trans.reshape(-1), a.label, a.live.view(np.uint8), a.block.view(np.uint8).reshape(-1),
-                a.blocked.view(np.uint8), a.shadow)
-        base = _AUTOMATA[id(dfa)] = (dfa, a, tuple(np.ascontiguousarray(x) for x in flat))
-    return base
-
-
-_AUTOMATA: dict[int, tuple] = {}  # id(ByteDFA) -> (the DFA, its TerminalAutomaton with label 0, its flat tables)
+_AUTOMATA: dict[int, tuple] = {}  # id(ByteDFA) -> (the DFA, its TerminalAutomaton with label 0)

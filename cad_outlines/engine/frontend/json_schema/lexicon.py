@@ -381,21 +381,30 @@ def _literal_dfa(values, suffix: ByteDFA | None) -> ByteDFA | None:
     two ways (escapes, ``/``) or cannot encode (a lone surrogate): the general path handles those."""
     if not all(_ONE_SPELLING.match(v) for v in values):
         return None
-    edges: list[dict[int, int]] = [{}]
-    ends = []
-    for v in values:
-        st = 0
-        for byte in b'"' + v.encode() + b'"':
-            nxt = edges[st].get(byte)
-            if nxt is None:
-                nxt = edges[st][byte] = len(edges)
-                edges.append({})
-            st = nxt
-        ends.append(st)
-    n = len(edges) + (suffix.n_states if suffix is not None else 0)
+    if len(values) == 1:  # a chain of bytes (most keys)
+        (v,) = values
+        spelled = np.frombuffer(b'"' + v.encode() + b'"', dtype=np.uint8)
+        k = len(spelled)
+        src, byte, tgt, ends = np.arange(k), spelled, np.arange(1, k + 1), [k]
+        n_trie = k + 1
+    else:
+        edges: list[dict[int, int]] = [{}]
+        ends = []
+        for v in values:
+            st = 0
+            for b in b'"' + v.encode() + b'"':
+                nxt = edges[st].get(b)
+                if nxt is None:
+                    nxt = edges[st][b] = len(edges)
+                    edges.append({})
+                st = nxt
+            ends.append(st)
+        src = [st for st, e in enumerate(edges) for _ in e]
+        byte, tgt = [b for e in edges for b in e], [t for e in edges for t in e.values()]
+        n_trie = len(edges)
+    n = n_trie + (suffix.n_states if suffix is not None else 0)
     trans = np.full((n, 256), -1, dtype=np.int32)
-    src = [st for st, e in enumerate(edges) for _ in e]
-    trans[src, [b for e in edges for b in e]] = [t for e in edges for t in e.values()]
+    trans[src, byte] = tgt
     return _joined(trans, np.zeros(n, dtype=bool), ends, suffix)
 
 

@@ -128,9 +128,8 @@ static void automaton_into(const Grammar& g, size_t max_states, nb::dict& out) {
     }
 #define OUT(name) out[#name] = to_numpy(std::move(ba.name))
     OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_class); OUT(a_nxt); OUT(a_lab);
-    OUT(a_kind);
-    OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid); OUT(c_final);
-    OUT(c_ent); OUT(e_off); OUT(e_labels);
+    OUT(a_kind); OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid);
+    OUT(c_final); OUT(c_ent); OUT(e_off); OUT(e_labels);
 #undef OUT
 }
 

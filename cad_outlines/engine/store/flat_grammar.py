@@ -408,14 +408,20 @@ def spec_automaton_arrays(spec: LexerSpec) -> tuple[dict[str, np.ndarray], dict]
     out: dict[str, np.ndarray] = {}
     meta: dict = {}
     _spec_arrays(spec, out, meta)
+    out.update(_capped(lambda cap: core().byte_automaton(out, meta, **cap)))
+    return out, meta
+
+
+def _capped(build):
+    """`build` (a native byte-automaton builder, given ``max_states`` as keywords) under the active
+    ``max_lexer_configs``: more states raise :class:`~cad_outlines.errors.ResourceLimitError`."""
     cap = active_limits().max_lexer_configs
     try:
-        out.update(core().byte_automaton(out, meta, **({} if cap is None else {"max_states": cap})))
+        return build({} if cap is None else {"max_states": cap})
     except ValueError as e:
         if cap is None:
             raise
         check_limit("max_lexer_configs", cap + 1, f"lexer (byte automaton states; {e})")
-    return out, meta
 
 
 def dfa_automaton_arrays(terminals) -> tuple[dict[str, np.ndarray], dict]:
@@ -425,16 +431,10 @@ def dfa_automaton_arrays(terminals) -> tuple[dict[str, np.ndarray], dict]:
     :class:`~.lexer.LexerSpec`."""
     from ..._native import core
 
-    cap = active_limits().max_lexer_configs
     tables = [(np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept).view(np.uint8),
                None if dfa.block is None else np.ascontiguousarray(dfa.block).view(np.uint8))
               for _, dfa in terminals]
-    try:
-        out = core().lexer_automaton(tables, **({} if cap is None else {"max_states": cap}))
-    except ValueError as e:
-        if cap is None:
-            raise
-        check_limit("max_lexer_configs", cap + 1, f"lexer (byte automaton states; {e})")
+    out = _capped(lambda cap: core().lexer_automaton(tables, **cap))
     k = len(terminals)
     meta = dict(n_terminals=k, indent_label=-1, indent_owner=-1, tab_len=8, n_labels=k,
                 label_names=[name for name, _ in terminals])

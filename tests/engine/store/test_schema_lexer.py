@@ -58,3 +58,13 @@ def test_native_lexer_arrays_equal_the_lexer_spec(schema, whitespace):
     for k in ref:
         assert got[k].dtype == ref[k].dtype and np.array_equal(got[k], ref[k]), k
     assert {k: ref_meta[k] for k in meta} == meta
+
+
+def test_the_native_lexer_is_bounded_by_max_lexer_configs():
+    from cad_outlines import ResourceLimitError
+    from cad_outlines.limits import Limits, enforcing
+
+    sg = build_grammar(SCHEMAS[0], whitespace="flexible")
+    with enforcing(Limits(max_lexer_configs=20)), pytest.raises(ResourceLimitError) as info:
+        dfa_automaton_arrays(sg.terminals)
+    assert info.value.limit == "max_lexer_configs"

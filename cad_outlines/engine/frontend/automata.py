@@ -365,6 +365,7 @@ _NAMES = {
     "possessive": "possessive repeat", "^": "anchor ^", "$": "anchor $", "\\A": "anchor \\A", "\\Z": "anchor \\Z",
     "\\b": "word boundary \\b", "\\B": "non-boundary \\B",
 }
+_TEXT_ANCHORS = (_K.AT_BEGINNING, _K.AT_BEGINNING_STRING, _K.AT_END, _K.AT_END_STRING)
 _AT_KIND = {
     _K.AT_BEGINNING: "^", _K.AT_BEGINNING_LINE: "^", _K.AT_BEGINNING_STRING: "\\A",
     _K.AT_END: "$", _K.AT_END_LINE: "$", _K.AT_END_STRING: "\\Z",
@@ -423,7 +424,8 @@ class _NFA:
     (IEND, loop, decision, exit) (LBEHIND, cset_id, negate, next, where)
     (LAHEAD, assert_id, guard_start, negate, next, where) (GMATCH,)."""
 
-    def __init__(self, pattern: str):
+    def __init__(self, pattern: str, text_anchors: bool = False):
+        self.text_anchors = text_anchors  # anchors refer to the whole text (see regex_to_codepoint_dfa)
         self.nodes: list[tuple | None] = []
         self.csets: list[Cset] = []
         self._cset_ids: dict[Cset, int] = {}
@@ -503,6 +505,8 @@ class _NFA:
             gstart = self.seq(p, flags, gm, True)
             self.asserts.append((construct, pos))
             return self.add((_LAHEAD, len(self.asserts) - 1, gstart, neg, nxt, (construct, pos)))
+        if op is _K.AT and self.text_anchors and av in _TEXT_ANCHORS:
+            return self.anchor(av, flags, nxt, guard, self.where(items, idx))
         construct, pos = self.where(items, idx)
         reasons = {
             _K.GROUPREF: "a backreference matches text, not a regular language",
@@ -513,6 +517,29 @@ class _NFA:
         }
         construct = construct if construct != "construct" else str(op)
         raise UnsupportedRegex(construct, pos, reasons.get(op, "not supported"))
+
+    def anchor(self, av, flags: int, nxt: int, guard: bool, where: tuple[str, int | None]) -> int:
+        """A text anchor as a lookaround over the whole text: ``^``/``\\A`` nothing before (``^`` in
+        MULTILINE: no character but a line break before), ``\\Z`` nothing after, ``$`` nothing after
+        but one final line break (in MULTILINE: no character but a line break after)."""
+        multiline = bool(flags & _K.SRE_FLAG_MULTILINE)
+        any_char = self.cset_id(_NO_SURROGATES)
+        not_nl = self.cset_id(_complement(_cset([(10, 11)])))
+        if av in (_K.AT_BEGINNING, _K.AT_BEGINNING_STRING):
+            line = multiline and av is _K.AT_BEGINNING
+            return self.add((_LBEHIND, not_nl if line else any_char, True, nxt, where))
+        if guard:
+            raise UnsupportedRegex(*where, "an end anchor nested in a lookahead")
+        gm = self.add((_GMATCH,))
+        if av is _K.AT_END_STRING:
+            gstart = self.add((_CHAR, any_char, gm))
+        elif multiline:
+            gstart = self.add((_CHAR, not_nl, gm))
+        else:  # a character that is not a line break, or any two characters
+            gstart = self.add((_SPLIT, (self.add((_CHAR, not_nl, gm)),
+                                        self.add((_CHAR, any_char, self.add((_CHAR, any_char, gm)))))))
+        self.asserts.append(where)
+        return self.add((_LAHEAD, len(self.asserts) - 1, gstart, True, nxt, where))
 
     def repeat(self, av, greedy: bool, flags: int, tail: int, guard: bool) -> int:
         mn, mx, p = av
@@ -676,8 +703,11 @@ class _Determinizer:
                 stack.append((node[3] if node[1] in ctx else node[2], ctx, guards))
             elif k == _LBEHIND:
                 if prev is None:
-                    raise UnsupportedRegex(*node[4], "lookbehind at the start of the match reads text before it")
-                if _contains(csets[node[1]], prev) != node[2]:
+                    if not self.nfa.text_anchors:
+                        raise UnsupportedRegex(*node[4], "lookbehind at the start of the match reads text before it")
+                    if node[2]:  # the start of the text: a negative lookbehind holds, a positive one fails
+                        stack.append((node[3], ctx, guards))
+                elif _contains(csets[node[1]], prev) != node[2]:
                     stack.append((node[3], ctx, guards))
             elif k == _LAHEAD:
                 _, aid, gstart, neg, nxt, _where = node
@@ -997,13 +1027,15 @@ CodepointDFA = tuple[list[list[tuple[int, int, int]]], list[bool]]  # per state 
 
 
 @functools.lru_cache(maxsize=1024)
-def regex_to_codepoint_dfa(pattern: str, flags: int = 0) -> CodepointDFA:
+def regex_to_codepoint_dfa(pattern: str, flags: int = 0, text_anchors: bool = False) -> CodepointDFA:
     """The DFA over code points of ``re.fullmatch(pattern, s, flags)`` (states and transitions as
     :func:`regex_to_dfa` builds them before the UTF-8 expansion), for front ends that rewrite the
-    characters (the JSON Schema front end writes each character as JSON does). Cached; treat the
-    result as read-only. Raises :class:`UnsupportedRegex` as :func:`regex_to_dfa` does."""
+    characters (the JSON Schema front end writes each character as JSON does). With
+    `text_anchors`, ``^ $ \\A \\Z`` anywhere in the pattern mean what they mean for the whole text
+    (a lookbehind at its start sees nothing); without, they are refused. Cached; treat the result
+    as read-only. Raises :class:`UnsupportedRegex` as :func:`regex_to_dfa` does."""
     parsed = _sre.parse(pattern, flags)
-    nfa = _NFA(pattern)
+    nfa = _NFA(pattern, text_anchors)
     nfa.locate(parsed)
     match = nfa.add((_MATCH,))
     start = nfa.seq(parsed, parsed.state.flags, match, False)

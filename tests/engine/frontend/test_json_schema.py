@@ -172,9 +172,12 @@ def test_number_automaton_is_exact(data):
         assert dfa.fullmatch(text.encode()) == want, (spec, text)
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.sampled_from(["^a+$", "ab", "^x", "y$", "a|^b", "[0-9]{2,3}", "^(?:foo|bar)-[a-z]*$"]),
-       st.text(alphabet="abxy019-fo\nr", max_size=8))
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["^a+$", "ab", "^x", "y$", "a|^b", "[0-9]{2,3}", "^(?:foo|bar)-[a-z]*$",
+                        # anchors inside groups and repeats, MULTILINE, \\A and \\Z (MaskBench has these)
+                        "(^[a-b0-9-]+$)", "^$|(^(?:\\S+\\s+){0,2}\\S+$)", "(^a.+)|(^[0-9]+)", "^([^,]+(,|$)){2,}$",
+                        "(a|^b)x", "(?m)^a$", "\\Aab\\Z", "ab|ba|fo"]),
+       st.text(alphabet="abxy019-fo\nr ,", max_size=8))
 def test_pattern_has_search_semantics(pattern, s):
     dfa = S.json_string_dfa(S.pattern_dfa(pattern))
     assert dfa.fullmatch(json.dumps(s).encode()) == bool(re.search(pattern, s))

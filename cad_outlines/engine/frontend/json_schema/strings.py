@@ -156,20 +156,22 @@ def search_regex(pattern: str) -> str:
     """A regex whose full matches are the strings in which ``re.search(pattern, s)`` finds a
     match (what ``jsonschema`` checks for ``pattern``): each top-level alternative not anchored
     by ``^`` may start anywhere and one not anchored by ``$`` may end anywhere; ``$`` also
-    matches before a final line break, as in Python. An anchor anywhere else is left in place,
-    and the regex compiler refuses it."""
+    matches before a final line break, as in Python. Alternatives with the same ends share one
+    group (``[\\s\\S]*(?:a|b)[\\s\\S]*``: a DFA that need not track which one matched). Anchors
+    elsewhere stay in place: :func:`pattern_dfa` compiles them as anchors of the whole text."""
     flags = ""
     m = re.match(r"\(\?([aiLmsux]+)\)", pattern)
     if m:  # global flags must stay at the very start
         flags, pattern = m.group(0), pattern[m.end():]
-    out = []
+    multiline = "m" in flags
+    groups: dict[tuple[str, str], list[str]] = {}
     for b in _split_top(pattern):
-        head = "" if b.startswith("^") else r"[\s\S]*"
-        b = b[1:] if b.startswith("^") else b
-        tail = r"\n?" if _ends_with_anchor(b) else r"[\s\S]*"
+        head = "" if b.startswith("^") and not multiline else r"[\s\S]*"
+        b = b[1:] if not head else b
+        tail = r"\n?" if _ends_with_anchor(b) and not multiline else r"[\s\S]*"
         b = b[:-1] if tail == r"\n?" else b
-        out.append(f"{head}(?:{b}){tail}")
-    return flags + "|".join(out)
+        groups.setdefault((head, tail), []).append(b)
+    return flags + "|".join(f"{head}(?:{'|'.join(bs)}){tail}" for (head, tail), bs in groups.items())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -179,7 +181,7 @@ def pattern_dfa(pattern: str) -> CodepointDFA:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # re's FutureWarnings about possible set syntax
         re.compile(pattern)  # the user's own pattern must be valid on its own
-        return regex_to_codepoint_dfa(search_regex(pattern))
+        return regex_to_codepoint_dfa(search_regex(pattern), 0, True)
 
 
 def _subtract(lo: int, hi: int, holes) -> list[tuple[int, int]]:

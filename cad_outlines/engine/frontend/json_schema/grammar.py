@@ -1,17 +1,32 @@
-"""Normalized schema -> BNF rules and terminals for this engine (one rule per sub-schema).
+"""Normalized schema -> BNF rules and terminals for this engine.
 
 :class:`SchemaGrammar` is what the compile driver needs: lark-style rules, the terminals as byte
 DFAs in lexer order, the start symbol. Rules are built directly (no grammar text is written and
-parsed again). Layout, for a value ``v`` of one sub-schema:
+parsed again).
 
-- scalars: ``v -> T`` for each terminal of its string/number classes (:mod:`.lexicon`), ``TRUE``,
-  ``FALSE``, ``NULL``;
-- an object: its declared properties in schema order (llguidance's order, which MaskBench follows),
-  each optional one skippable, then its additional properties (``additionalProperties``,
-  ``patternProperties``) in any order and number; ``minProperties``/``maxProperties`` count along
-  the chain;
-- an array: ``prefixItems`` then ``items``, ``minItems``/``maxItems`` counted, a left-recursive tail
-  when unbounded.
+**Values as formulas over leaves.** A sub-schema denotes a boolean formula over *leaves*: pure
+conjunctions (:class:`~.schema.Basic` without checks). A union (``anyOf``, ``type`` lists, disjoint
+``oneOf``) is an OR; the checks a node carries (``not``, overlapping ``oneOf``, ``if``/``then``/
+``else``, dependencies) add NOT, EXACTLY-ONE, and implications; an ``enum`` of objects or arrays is
+an OR of literal leaves. A grammar position asks for the values whose acceptance vector over some
+sub-schemas is a given one (:meth:`_Builder.region`: "accepted by these, rejected by those").
+
+- **Scalars**: each kind of lexeme (keys, string values, numbers) has a family of classes closed under
+  intersection (:mod:`.lexicon`), so every lexeme belongs to exactly one *atom* (a terminal), and each
+  atom is inside or outside each leaf's class. A position admits the atoms whose leaf acceptance makes
+  the formula hold. The families are closed before any rule is written (:meth:`_Builder.collect`).
+- **Objects and arrays** are read by a *product*: one pass over the members tracks every leaf at once
+  (its position among its declared properties, the property count, whether it still holds), so a
+  union of objects that share a prefix is decided where the texts differ, not at the first key (an
+  LALR(1) parser could not choose a branch there). A property's value is split into disjoint regions
+  by which of the leaves' value schemas accept it, each region a value of its own; at ``}`` (``]``)
+  the formula is evaluated on the leaves that hold.
+- **Property order.** Declared properties come in schema order (llguidance's order, which MaskBench
+  follows), each optional one skippable, then additional properties (``additionalProperties``,
+  ``patternProperties``) in any order and number. When the formula is a plain union, each leaf reads
+  the keys in its own order (a text is admitted in the spelling of any member). When a leaf must
+  *fail* (``not``, ``oneOf``, ``else``), a leaf failing on the order alone would admit a value it
+  accepts, so then all leaves read one merged order and fail only on values.
 
 Whitespace lives inside the punctuation terminals (``LBRACE`` is ``{`` and the whitespace after it),
 so whitespace costs no parser step.
@@ -20,8 +35,11 @@ so whitespace costs no parser step.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
-from dataclasses import dataclass
+import re
+import warnings
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from lark.grammar import NonTerminal, Rule, RuleOptions, Terminal
@@ -31,13 +49,17 @@ from ....limits import check_deadline, check_limit
 from ..automata import ByteDFA
 from .lexicon import Family, StrClass, key_dfa, punctuation
 from .numbers import NumberSpec
-from .schema import Basic, SchemaDoc, Sub, _extra_for, conj
+from .schema import Basic, SchemaDoc, Sub, merge
 
 __all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE"]
 
 WHITESPACE = {"outlines": "[ ]?", "flexible": r"[ \t\n\r]*", "compact": ""}
 _GENERIC = StrClass()
 _NUMBER = NumberSpec()
+_TRUE = Sub(True, "")
+MAX_SPLIT = 10  # distinct value schemas one property's value is split by (2**n regions at most)
+MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes at most)
+MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
 
 
 @dataclass
@@ -57,17 +79,154 @@ class SchemaGrammar:
                      options=RuleOptions()) for lhs, rhs in self.rule_list]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# formulas over leaves: ("v", i) ("c", bool) ("and", fs) ("or", fs) ("not", f) ("one", fs)
+
+_T, _F = ("c", True), ("c", False)
+
+
+def _and(fs) -> tuple:
+    out = []
+    for f in fs:
+        if f == _F:
+            return _F
+        if f != _T:
+            out.extend(f[1] if f[0] == "and" else (f,))
+    out = tuple(dict.fromkeys(out))
+    return _T if not out else out[0] if len(out) == 1 else ("and", out)
+
+
+def _or(fs) -> tuple:
+    out = []
+    for f in fs:
+        if f == _T:
+            return _T
+        if f != _F:
+            out.extend(f[1] if f[0] == "or" else (f,))
+    out = tuple(dict.fromkeys(out))
+    return _F if not out else out[0] if len(out) == 1 else ("or", out)
+
+
+def _not(f) -> tuple:
+    if f[0] == "c":
+        return ("c", not f[1])
+    return f[1] if f[0] == "not" else ("not", f)
+
+
+def _eval(f, acc) -> bool:
+    k = f[0]
+    if k == "v":
+        return f[1] in acc
+    if k == "c":
+        return f[1]
+    if k == "and":
+        return all(_eval(g, acc) for g in f[1])
+    if k == "or":
+        return any(_eval(g, acc) for g in f[1])
+    if k == "not":
+        return not _eval(f[1], acc)
+    return sum(_eval(g, acc) for g in f[1]) == 1
+
+
+def _eval3(f, true, false):
+    """f with the leaves in `true` holding, those in `false` failing, the rest unknown: True, False or
+    None (either)."""
+    k = f[0]
+    if k == "v":
+        return True if f[1] in true else False if f[1] in false else None
+    if k == "c":
+        return f[1]
+    if k == "not":
+        r = _eval3(f[1], true, false)
+        return None if r is None else not r
+    rs = [_eval3(g, true, false) for g in f[1]]
+    if k == "and":
+        return False if False in rs else None if None in rs else True
+    if k == "or":
+        return True if True in rs else None if None in rs else False
+    yes, unknown = rs.count(True), rs.count(None)
+    if yes > 1 or yes + unknown == 0:
+        return False
+    return True if yes == 1 and unknown == 0 else None
+
+
+def _monotone(f) -> bool:
+    return f[0] in ("v", "c") or (f[0] in ("and", "or") and all(_monotone(g) for g in f[1]))
+
+
+def _vars(f, out: set) -> set:
+    if f[0] == "v":
+        out.add(f[1])
+    elif f[0] == "not":
+        _vars(f[1], out)
+    elif f[0] != "c":
+        for g in f[1]:
+            _vars(g, out)
+    return out
+
+
+class _Target:
+    """What a region asks of a value: each formula in `forms` evaluates as in `vec`."""
+
+    def __init__(self, forms: tuple, vec: tuple[bool, ...]):
+        self.forms, self.vec = forms, vec
+        self.leaves = sorted(set().union(*(_vars(f, set()) for f in forms)))
+        # a union: leaves read keys in their own order, and failing ones can be dropped
+        self.monotone = all(vec) and all(_monotone(f) for f in forms)
+
+    def holds(self, acc) -> bool:
+        return all(_eval(f, acc) == v for f, v in zip(self.forms, self.vec))
+
+    def possible(self, true, false) -> bool:
+        return all(_eval3(f, true, false) in (None, v) for f, v in zip(self.forms, self.vec))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# leaves
+
+
+@dataclass
+class _Leaf:
+    """A leaf and what its scalars are: literal flags, string classes (class, values left out), number
+    specs; its object part (declared names in order) and array part."""
+
+    b: Basic
+    null: bool = False
+    true: bool = False
+    false: bool = False
+    strs: tuple = ()
+    nums: tuple = ()
+    names: tuple[str, ...] = ()
+    is_object: bool = False
+    is_array: bool = False
+
+
+def _literal_basic(v, ptr: str) -> Basic:
+    """The leaf of exactly the object or array `v` (its members in the order given)."""
+    if isinstance(v, dict):
+        return Basic(types=frozenset({"object"}), props=tuple((k, Sub({"const": x}, ptr)) for k, x in v.items()),
+                     required=tuple(v), additional=Sub(False, ptr), pointer=ptr)
+    return Basic(types=frozenset({"array"}), prefix=tuple(Sub({"const": x}, ptr) for x in v),
+                 items=Sub(False, ptr), min_items=len(v), max_items=len(v), pointer=ptr)
+
+
 class _Builder:
     def __init__(self, doc: SchemaDoc, ws: str):
         self.doc = doc
         self.ws = ws
-        self.rules: list[tuple[str, tuple]] = []  # (lhs, rhs); rhs items: str (nonterminal/punct) or tuple
-        self.memo: dict[str, str | None] = {}
+        self.rules: list[tuple[str, tuple]] = []  # (lhs, rhs); rhs items: names or ("atoms"/"key", ...) symbols
+        self.memo: dict = {}
         self.keys = Family("key")
         self.strs = Family("str")
         self.nums = Family("num")
         self.n = 0
-        self.unions: dict = {}
+        self.leaves: list[_Leaf] = []
+        self._leaf_ids: dict[int, int] = {}
+        self._forms: dict[str, tuple] = {}
+        self._forming: set[str] = set()
+        self._atoms: dict = {}
+        self._splits: dict = {}
+        self._pending: list = []
 
     def fresh(self, prefix: str) -> str:
         self.n += 1
@@ -79,15 +238,178 @@ class _Builder:
             check_deadline("JSON Schema rules")
             check_limit("max_rules", len(self.rules), "JSON Schema grammar")
 
+    # -- formulas -------------------------------------------------------------------------
+    def formula(self, sub: Sub) -> tuple:
+        """The formula (over leaf ids) of the values `sub` accepts."""
+        key = sub.key
+        got = self._forms.get(key)
+        if got is not None:
+            return got
+        if key in self._forming:
+            raise SchemaError("$ref", sub.pointer, "a schema that refers to itself through not/oneOf/if/"
+                              "dependencies without an object or array in between")
+        self._forming.add(key)
+        try:
+            if sub.parts:
+                got = _and(self.formula(p) for p in sub.parts)
+            else:
+                got = _or(self._basic_formula(b) for b in self.doc.basics(sub))
+        finally:
+            self._forming.discard(key)
+        self._forms[key] = got
+        return got
+
+    def _basic_formula(self, b: Basic) -> tuple:
+        core = replace(b, checks=()) if b.checks else b
+        if b.enum is not None and any(t[0] in "{[" for t in b.enum):  # objects and arrays: literal leaves
+            rest = replace(core, enum=None)
+            parts = []
+            scalars = tuple(t for t in b.enum if t[0] not in "{[")
+            if scalars:
+                parts.append(("v", self._leaf(replace(core, enum=scalars))))
+            for t in b.enum:
+                if t[0] in "{[" and t not in b.exclude:
+                    m = merge(_literal_basic(json.loads(t), b.pointer + "/enum"), rest)
+                    if m is not None:
+                        parts.append(("v", self._leaf(m)))
+            f = _or(parts)
+        else:
+            f = ("v", self._leaf(core))
+        checks = []
+        for kind, subs in b.checks:
+            fs = [self.formula(s) for s in subs]
+            if kind == "not":
+                checks.append(_not(fs[0]))
+            elif kind == "one":
+                checks.append(("one", tuple(fs)))
+            elif kind == "ite":
+                checks.append(_or([_and([fs[0], fs[1]]), _and([_not(fs[0]), fs[2]])]))
+            else:  # "imp"
+                checks.append(_or([_not(fs[0]), fs[1]]))
+        return _and([f] + checks)
+
+    def _leaf(self, b: Basic) -> int:
+        got = self._leaf_ids.get(id(b))  # normalized nodes are cached per sub-schema: identity suffices
+        if got is None:
+            got = self._leaf_ids[id(b)] = len(self.leaves)
+            self.leaves.append(self._describe(b))  # keeps b alive, so its id stays its own
+        return got
+
+    def _describe(self, b: Basic) -> _Leaf:
+        """The leaf's scalars as classes of the families (registered there) and its structure."""
+        lf = _Leaf(b)
+        ex = [json.loads(v) for v in b.exclude]
+        if b.enum is not None:
+            constrained = StrClass(min_len=b.min_len, max_len=b.max_len, patterns=b.patterns, formats=b.formats)
+            spec = _spec(b)
+            strs, nums = [], []
+            for text in b.enum:
+                if text in b.exclude:
+                    continue
+                v = json.loads(text)
+                if v is None:
+                    lf.null = "null" in b.types
+                elif isinstance(v, bool):
+                    if "boolean" in b.types:
+                        lf.true, lf.false = lf.true or v, lf.false or not v
+                elif isinstance(v, str):
+                    if "string" in b.types and constrained.contains(v):
+                        strs.append(v)
+                elif isinstance(v, (int, float)):
+                    x = Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+                    if "number" in b.types and spec.contains(x):
+                        nums.append(NumberSpec(False, x, False, x, False, None))
+            lf.strs = ((StrClass(values=frozenset(strs)), None),) if strs else ()
+            lf.nums = tuple(dict.fromkeys(nums))
+        else:
+            lf.null = "null" in b.types and None not in ex
+            if "boolean" in b.types:
+                lf.true = not any(e is True for e in ex)
+                lf.false = not any(e is False for e in ex)
+            if "string" in b.types:
+                _check_length(b)
+                c = StrClass(min_len=b.min_len, max_len=b.max_len, patterns=b.patterns, formats=b.formats)
+                minus = frozenset(e for e in ex if isinstance(e, str)) or None
+                lf.strs = ((c, minus),)
+            if "number" in b.types:
+                lf.nums = tuple(dict.fromkeys(_split(_spec(b), [
+                    Fraction(repr(e)) if isinstance(e, float) else Fraction(e)
+                    for e in ex if isinstance(e, (int, float)) and not isinstance(e, bool)])))
+            lf.is_object = "object" in b.types
+            lf.is_array = "array" in b.types
+        for c, minus in lf.strs:
+            self.strs.add(c)
+            for v in minus or ():
+                self.strs.add(StrClass(values=frozenset([v])))
+        for c in lf.nums:
+            self.nums.add(c)
+        if lf.is_object:
+            lf.names = tuple(dict.fromkeys([n for n, _ in b.props] + list(b.required)))
+            for n in lf.names:
+                self.keys.add(StrClass(values=frozenset([n])))
+            for p, _ in b.pattern_props:
+                self.keys.add(StrClass(patterns=(p,)))
+        return lf
+
+    # -- the families, closed before any rule is written ------------------------------------
+    def collect(self, root: Sub) -> None:
+        """Every leaf reachable from `root` (through properties, items and checks) described, so its
+        classes are in the families; then the families are closed."""
+        self.strs.add(_GENERIC)
+        self.nums.add(_NUMBER)
+        self.keys.add(_GENERIC)
+        seen: set[str] = set()
+        todo = [root, _TRUE]  # any value: the regions a product splits values into may need it
+        done_leaves = 0
+        while todo:
+            sub = todo.pop()
+            if sub.key in seen:
+                continue
+            seen.add(sub.key)
+            self.formula(sub)
+            while done_leaves < len(self.leaves):
+                b = self.leaves[done_leaves].b
+                done_leaves += 1
+                todo.extend(s for _, s in b.props)
+                todo.extend(s for _, s in b.pattern_props)
+                todo.extend(b.prefix)
+                todo.extend(s for s in (b.additional, b.items) if s is not None)
+            if not len(seen) & 255:
+                check_deadline("JSON Schema sub-schemas")
+        for fam in (self.keys, self.strs, self.nums):
+            fam.close()
+
+    def _atom_set(self, fam: Family, c, minus=None) -> frozenset[int]:
+        key = (fam.kind, c, minus)
+        got = self._atoms.get(key)
+        if got is None:
+            got = self._atoms[key] = frozenset(fam.alternatives(c, minus))
+        return got
+
     # -- values ---------------------------------------------------------------------------
     def value(self, sub: Sub) -> str | None:
         """The nonterminal of a sub-schema's values (None: no value)."""
-        key = sub.key
+        if _monotone(self.formula(sub)):
+            return self.union(sub)
+        return self.split_nt((sub,), (True,))
+
+    def union(self, sub: Sub) -> str | None:
+        """The values of a sub-schema whose formula is monotone (a union of leaves: no check fails a
+        value): each object leaf reads keys in its own order, and leaves that fail are dropped."""
+        key = ("union", sub.key)
         if key in self.memo:
             return self.memo[key]
-        name = self.fresh("v")
-        self.memo[key] = name
-        alts = self._alternatives(self.doc.basics(sub), sub.pointer)
+        name = self.memo[key] = self.fresh("v")
+        t = _Target((self.formula(sub),), (True,))
+        alts = self._scalars(t)
+        for kind, cls in (("is_object", _ObjectProduct), ("is_array", _ArrayProduct)):
+            members = tuple(i for i in t.leaves if getattr(self.leaves[i], kind))
+            if members:
+                p = cls(self, members, t.forms, t)
+                p.explore()
+                nt = p.emit(True)
+                if nt is not None:
+                    alts.append((nt,))
         if not alts:
             self.memo[key] = None
             return None
@@ -95,280 +417,172 @@ class _Builder:
             self.rule(name, *a)
         return name
 
-    def _alternatives(self, basics: list[Basic], ptr: str) -> list[tuple]:
-        scalars: dict = {}
-        strs: list = []
-        nums: list = []
-        structured: list[tuple] = []
-        for b in basics:
-            if b.enum is not None:
-                self._enum(b, scalars, strs, nums, structured, ptr)
-                continue
-            ex = [json.loads(v) for v in b.exclude]
-            if "null" in b.types and None not in ex:
-                scalars["NULL"] = None
-            if "boolean" in b.types:
-                for t, v in (("TRUE", True), ("FALSE", False)):
-                    if not any(e is v for e in ex):
-                        scalars[t] = None
-            if "string" in b.types:
-                _check_length(b)
-                c = StrClass(min_len=b.min_len, max_len=b.max_len, patterns=b.patterns, formats=b.formats)
-                xs = frozenset(e for e in ex if isinstance(e, str))
-                strs.append((c, xs or None))
-            if "number" in b.types:
-                nums.extend(_split(_spec(b), [Fraction(repr(e)) if isinstance(e, float) else Fraction(e)
-                                              for e in ex if isinstance(e, (int, float)) and not isinstance(e, bool)]))
-            if "object" in b.types:
-                o = self.object(b)
-                if o is not None:
-                    structured.append((o,))
-            if "array" in b.types:
-                a = self.array(b)
-                if a is not None:
-                    structured.append((a,))
-        out = [(t,) for t in scalars]
-        if strs:
-            out.append((("str", tuple(strs)),))
-        if nums:
-            out.append((("num", tuple(dict.fromkeys(nums))),))
-        out.extend(dict.fromkeys(structured))
+    def _scalars(self, t: _Target) -> list[tuple]:
+        """The scalar alternatives of a monotone target: literals and the atoms of its leaves."""
+        out = []
+        leaves = [(i, self.leaves[i]) for i in t.leaves]
+        for term, attr in (("NULL", "null"), ("TRUE", "true"), ("FALSE", "false")):
+            if t.holds({i for i, lf in leaves if getattr(lf, attr)}):
+                out.append((term,))
+        for kind, fam, attr in (("str", self.strs, "strs"), ("num", self.nums, "nums")):
+            per = self._leaf_atoms(kind, fam, attr, leaves)
+            cands = set().union(*per.values()) if per else set()
+            keep = frozenset(a for a in cands if t.holds({i for i, s in per.items() if a in s}))
+            if keep:
+                out.append((("atoms", kind, keep),))
         return out
 
-    def _enum(self, b: Basic, scalars, strs, nums, structured, ptr) -> None:
-        constrained = StrClass(min_len=b.min_len, max_len=b.max_len, patterns=b.patterns, formats=b.formats)
-        spec = _spec(b)
-        keep_s = []
-        for text in b.enum:
-            if text in b.exclude:
-                continue
-            v = json.loads(text)
-            if v is None and "null" in b.types:
-                scalars["NULL"] = None
-            elif isinstance(v, bool) and "boolean" in b.types:
-                scalars["TRUE" if v else "FALSE"] = None
-            elif isinstance(v, str) and "string" in b.types and constrained.contains(v):
-                keep_s.append(v)
-            elif isinstance(v, (int, float)) and not isinstance(v, bool) and "number" in b.types:
-                x = Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
-                if spec.contains(x):
-                    nums.append(NumberSpec(False, x, False, x, False, None))
-            elif isinstance(v, (dict, list)) and ("object" if isinstance(v, dict) else "array") in b.types:
-                if isinstance(v, dict) and (b.props or b.required or b.additional is not None or b.pattern_props
-                                            or b.min_props or b.max_props is not None):
-                    raise SchemaError("enum", ptr, "an enum of objects beside object keywords is not supported")
-                if isinstance(v, list) and (b.prefix or b.items is not None or b.min_items or
-                                            b.max_items is not None):
-                    raise SchemaError("enum", ptr, "an enum of arrays beside array keywords is not supported")
-                structured.append((self.literal(v),))
-        if keep_s:
-            strs.append((StrClass(values=frozenset(keep_s)), None))
+    def _leaf_atoms(self, kind: str, fam: Family, attr: str, leaves) -> dict[int, set[int]]:
+        per = {}
+        for i, lf in leaves:
+            items = getattr(lf, attr)
+            if items:
+                atoms: set[int] = set()
+                for item in items:
+                    c, minus = item if kind == "str" else (item, None)
+                    atoms |= self._atom_set(fam, c, minus)
+                per[i] = atoms
+        return per
 
-    def literal(self, v) -> str:
-        """A nonterminal for exactly the JSON value `v` (its members in the order given)."""
-        key = "lit:" + json.dumps(v, sort_keys=False, ensure_ascii=False)
+    # -- splitting values by the schemas that accept them -----------------------------------
+    def splits(self, subs: tuple[Sub, ...]) -> _Split:
+        """Every acceptance vector over `subs` some value has, with what makes each (scalar atoms,
+        labelled object and array products)."""
+        key = tuple(s.key for s in subs)
+        got = self._splits.get(key)
+        if got is not None:
+            return got
+        sp = self._splits[key] = _Split(subs, tuple(self.formula(s) for s in subs))
+        forms = sp.forms
+        leaves = [(i, self.leaves[i]) for i in sorted(set().union(*(_vars(f, set()) for f in forms)))]
+
+        def vec(acc) -> tuple[bool, ...]:
+            return tuple(_eval(f, acc) for f in forms)
+
+        for term, attr in (("NULL", "null"), ("TRUE", "true"), ("FALSE", "false")):
+            sp.scalars.setdefault(vec({i for i, lf in leaves if getattr(lf, attr)}), []).append(term)
+        for kind, fam, attr, universe in (("str", self.strs, "strs", _GENERIC), ("num", self.nums, "nums", _NUMBER)):
+            per = self._leaf_atoms(kind, fam, attr, leaves)
+            groups: dict[tuple, set[int]] = {}
+            for a in self._atom_set(fam, universe):
+                groups.setdefault(vec({i for i, s in per.items() if a in s}), set()).add(a)
+            for v, atoms in groups.items():
+                sp.scalars.setdefault(v, []).append(("atoms", kind, frozenset(atoms)))
+        for kind, cls in (("is_object", _ObjectProduct), ("is_array", _ArrayProduct)):
+            members = tuple(i for i, lf in leaves if getattr(lf, kind))
+            if members:
+                p = cls(self, members, forms, None)
+                p.explore()
+            else:  # no leaf reads objects (arrays): all of them have one vector
+                p = _Uniform(self.any_structure(cls), vec(()))
+            sp.products.append(p)
+        sp.vectors = set(sp.scalars) | {v for p in sp.products for v in p.labels()}
+        sp.done = True
+        return sp
+
+    def any_structure(self, cls) -> str | None:
+        """Any object (cls _ObjectProduct) or any array."""
+        key = ("any", cls.prefix)
+        if key not in self.memo:
+            f = self.formula(_TRUE)
+            p = cls(self, tuple(_vars(f, set())), (f,), _Target((f,), (True,)))
+            p.explore()
+            self.memo[key] = p.emit(True)
+        return self.memo[key]
+
+    def split_nt(self, subs: tuple[Sub, ...], vec: tuple[bool, ...]) -> str | None:
+        """The values whose acceptance vector over `subs` is `vec` (None: none). Products are written
+        once every product they refer to is explored (:meth:`flush`)."""
+        key = ("split", tuple(s.key for s in subs), vec)
         if key in self.memo:
             return self.memo[key]
-        name = self.memo[key] = self.fresh("lit")
-        if isinstance(v, dict):
-            body = ["LBRACE"]
-            for i, (k, x) in enumerate(v.items()):
-                if i:
-                    body.append("COMMA")
-                body += [self._key_symbol(StrClass(values=frozenset([k]))), self._literal_symbol(x)]
-            self.rule(name, *body, "RBRACE")
-        elif isinstance(v, list):
-            body = ["LSQB"]
-            for i, x in enumerate(v):
-                if i:
-                    body.append("COMMA")
-                body.append(self._literal_symbol(x))
-            self.rule(name, *body, "RSQB")
-        else:
-            self.rule(name, self._literal_symbol(v))
-        return name
-
-    def _literal_symbol(self, x):
-        if x is None:
-            return "NULL"
-        if isinstance(x, bool):
-            return "TRUE" if x else "FALSE"
-        if isinstance(x, str):
-            return ("str", ((StrClass(values=frozenset([x])), None),))
-        if isinstance(x, (int, float)):
-            f = Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
-            return ("num", (NumberSpec(False, f, False, f, False, None),))
-        return self.literal(x)
-
-    def _key_symbol(self, c: StrClass, minus: frozenset | None = None):
-        return ("key", c, minus)
-
-    # -- objects --------------------------------------------------------------------------
-    def object(self, b: Basic) -> str | None:
-        declared: list[tuple[str, str | None]] = []
-        names = [n for n, _ in b.props] + [r for r in b.required if b.prop(r) is None]
-        for n in names:
-            s = b.prop(n)
-            if s is None:
-                s = _extra_for(b, n) or Sub(True, b.pointer)
-            else:  # a declared property also obeys every patternProperties entry matching its name
-                for p, ps in b.pattern_props:
-                    if _search(p, n):
-                        s = conj(s, ps) or s
-            declared.append((n, self.value(s)))
-        required = set(b.required)
-        for n, v in declared:
-            if v is None and n in required:
-                return None  # a required property that admits no value
-        declared = [(n, v) for n, v in declared if v is not None]
-        extras = self._extras(b, {n for n in names})
-        name = self.fresh("obj")
-        maxp, minp = b.max_props, b.min_props
-        cap = maxp if maxp is not None else minp
-        k = len(declared)
-        opt = [n not in required for n, _ in declared]
-
-        def nn(i: int) -> str:
-            return f"{name}_n{i}"
-
-        def ss(i: int, c: int) -> str:
-            return f"{name}_s{i}_{c}"
-
-        made: set[str] = set()
-        todo_s: list[tuple[int, int]] = []
-
-        def want_s(i: int, c: int) -> str:
-            c = min(c, cap) if maxp is None else c
-            if (i, c) not in made:
-                made.add((i, c))
-                todo_s.append((i, c))
-            return ss(i, c)
-
-        # N_i: nothing written yet
-        for i in range(k):
-            pname, pv = declared[i]
-            if maxp is None or maxp >= 1:
-                self.rule(nn(i), self._key_symbol(StrClass(values=frozenset([pname]))), pv, want_s(i + 1, 1))
-            if opt[i]:
-                self.rule(nn(i), nn(i + 1))
-        has_n_end = bool(extras) and (maxp is None or maxp >= 1)
-        for key_sym, val in extras if has_n_end else ():
-            self.rule(nn(k), key_sym, val, want_s(k, 1))
-        while todo_s:
-            i, c = todo_s.pop()
-            lhs = ss(i, c)
-            if i < k:
-                pname, pv = declared[i]
-                if maxp is None or c + 1 <= maxp:
-                    self.rule(lhs, "COMMA", self._key_symbol(StrClass(values=frozenset([pname]))), pv,
-                              want_s(i + 1, c + 1))
-                if opt[i]:
-                    self.rule(lhs, want_s(i + 1, c))
-            else:
-                if c >= minp:
-                    self.rule(lhs)
-                if maxp is None or c + 1 <= maxp:
-                    for key_sym, val in extras:
-                        self.rule(lhs, "COMMA", key_sym, val, want_s(k, c + 1))
-        # the object itself; N_k exists only with extras
-        reachable_n = k > 0 or has_n_end  # N_0 derives something: a property, or the extras
-        if all(opt) and minp == 0:
-            self.rule(name, "LBRACE", "RBRACE")
-        if reachable_n:
-            self.rule(name, "LBRACE", nn(0), "RBRACE")
-        elif not (all(opt) and minp == 0):
+        sp = self.splits(subs)
+        if sp.done and vec not in sp.vectors:
+            self.memo[key] = None
             return None
+        name = self.memo[key] = self.fresh("s")
+        self._pending.append((name, sp, vec))
         return name
 
-    def _extras(self, b: Basic, declared: set[str]) -> list[tuple]:
-        """(key symbol, value nonterminal) for the properties beyond the declared ones."""
+    def flush(self) -> None:
+        """Write the split nonterminals asked for (each may ask for more)."""
+        while self._pending:
+            name, sp, vec = self._pending.pop()
+            for alt in sp.scalars.get(vec, ()):
+                self.rule(name, alt)
+            for p in sp.products:
+                nt = p.emit(vec)
+                if nt is not None:
+                    self.rule(name, nt)
+
+    def _split_value(self, wants: list[tuple[int, Sub | None]], possible) -> list[tuple[str, frozenset[int]]]:
+        """`wants`: (leaf, the schema its value must satisfy; None: it fails whatever the value). The
+        regions of values, each with the leaves it keeps: [(nonterminal, leaves that hold)], only those
+        `possible(holding, failing)` allows."""
+        subs: dict[str, Sub] = {}
+        for _, s in wants:
+            if s is not None and not s.is_true() and not s.is_false():
+                subs.setdefault(s.key, s)
+        order = tuple(subs.values())
+        if len(order) > MAX_SPLIT:
+            raise SchemaError("anyOf", order[0].pointer, f"one property's value is decided by {len(order)} different "
+                              f"schemas at once; at most {MAX_SPLIT} are compiled")
+        everyone = frozenset(i for i, _ in wants)
+
+        def region(ok: dict[str, bool]) -> tuple[frozenset[int], frozenset[int]]:
+            hold = frozenset(i for i, s in wants if s is not None and (s.is_true() or ok.get(s.key, False)))
+            return hold, everyone - hold
+
         out = []
-        minus = frozenset(declared) or None
-        covered: list[StrClass] = []
-        for p, s in b.pattern_props:
-            v = self.value(s)
-            c = StrClass(patterns=(p,))
-            if _overlapping_pattern(b, p):
-                raise SchemaError("patternProperties", f"{b.pointer}/patternProperties", "patterns that may "
-                                  "match one key together are not supported")
-            covered.append(c)
-            if v is not None:
-                out.append((("key", c, minus), v))
-        add = b.additional
-        if add is None or not add.is_false():
-            v = self.value(add or Sub(True, b.pointer))
-            if v is not None:
-                out.append((("key", _GENERIC, minus, tuple(covered)), v))
+        if not order:
+            hold, fail = region({})
+            if possible(hold, fail):
+                out.append((self.value(_TRUE), hold))
+            return out
+        if len(order) == 1 and _monotone(self.formula(order[0])):  # its own spelling where it holds
+            s = order[0]
+            for v in (True, False):
+                hold, fail = region({s.key: v})
+                if possible(hold, fail):
+                    nt = self.union(s) if v else self.split_nt(order, (False,))
+                    if nt is not None:
+                        out.append((nt, hold))
+            return out
+        sp = self.splits(order)
+        vectors = sp.vectors if sp.done else itertools.product((True, False), repeat=len(order))  # recursion
+        for vec in vectors:
+            hold, fail = region(dict(zip((s.key for s in order), vec)))
+            if possible(hold, fail):
+                nt = self.split_nt(order, tuple(vec))
+                if nt is not None:
+                    out.append((nt, hold))
         return out
 
-    # -- arrays ---------------------------------------------------------------------------
-    def array(self, b: Basic) -> str | None:
-        prefix = [self.value(s) for s in b.prefix]
-        rest = self.value(b.items) if b.items is not None else self.value(Sub(True, b.pointer))
-        mn, mx = b.min_items, b.max_items
+    def key_symbol(self, name: str) -> tuple:
+        return ("atoms", "key", frozenset([self.keys.terminal_index(StrClass(values=frozenset([name])))]))
 
-        def item(i: int) -> str | None:
-            return prefix[i] if i < len(prefix) else rest
-
-        # the longest array possible: up to the first item that admits no value
-        limit = mx
-        for i in range(len(prefix) + 1):
-            if item(i) is None and (limit is None or i < limit):
-                limit = i
-                break
-        if limit is not None and limit < mn:
-            return None
-        name = self.fresh("arr")
-        if mn == 0:
-            self.rule(name, "LSQB", "RSQB")
-        if limit == 0:
-            return name
-        k0 = max(len(prefix), mn, 1)  # from here on, every position is alike (when unbounded)
-
-        def tail(i: int) -> str:  # i items written
-            return f"{name}_t{i}"
-
-        self.rule(name, "LSQB", item(0), tail(1), "RSQB")
-        for i in range(1, (limit if limit is not None else k0) + 1):
-            if limit is None and i == k0:  # tail(k0) -> (COMMA item)*, left recursive
-                more = f"{name}_more"
-                self.rule(tail(i))
-                self.rule(tail(i), more)
-                self.rule(more, "COMMA", rest)
-                self.rule(more, more, "COMMA", rest)
-                break
-            if i >= mn:
-                self.rule(tail(i))
-            if limit is None or i < limit:
-                self.rule(tail(i), "COMMA", item(i), tail(i + 1))
-        return name
+    def other_keys(self, include: tuple[str, ...], exclude: tuple[str, ...], names: frozenset[str]) -> tuple | None:
+        """The key symbol of keys not in `names` matching every pattern of `include` and none of
+        `exclude` (None: no such key)."""
+        fam = self.keys
+        atoms = set(self._atom_set(fam, _GENERIC))
+        for p in include:
+            atoms &= self._atom_set(fam, StrClass(patterns=(p,)))
+        for p in exclude:
+            atoms -= self._atom_set(fam, StrClass(patterns=(p,)))
+        atoms = {a for a in atoms if not (fam.classes[a].values is not None and fam.classes[a].values <= names)}
+        return ("atoms", "key", frozenset(atoms)) if atoms else None
 
     # -- terminals --------------------------------------------------------------------------
     def finish(self, root: str) -> SchemaGrammar:
-        # collect the classes every placeholder uses
-        for _, rhs in self.rules:
-            for sym in rhs:
-                if isinstance(sym, tuple):
-                    self._collect(sym)
-        for fam in (self.keys, self.strs, self.nums):
-            if fam.classes:
-                fam.close()
+        self.flush()
         names: dict[tuple, str] = {}
         terminals: list[tuple[str, ByteDFA]] = []
-
-        def tname(kind: str, fam: Family, i: int) -> str:
-            key = (kind, i)
-            if key not in names:
-                names[key] = f"{kind.upper()}{len(names)}"
-            return names[key]
-
         for kind, fam in (("key", self.keys), ("str", self.strs), ("num", self.nums)):
-            if not fam.classes:
-                continue
             for i in fam.order:
                 c = fam.classes[i]
-                dfa = key_dfa(c, self.ws) if kind == "key" else fam.dfa(c)
-                terminals.append((tname(kind, fam, i), dfa))
+                names[(kind, i)] = f"{kind.upper()}{len(names)}"
+                terminals.append((names[(kind, i)], key_dfa(c, self.ws) if kind == "key" else fam.dfa(c)))
         punct = punctuation(self.ws)
         used = {s for _, rhs in self.rules for s in rhs if isinstance(s, str) and s in punct}
         terminals += [(p, punct[p]) for p in punct if p in used]
@@ -379,17 +593,17 @@ class _Builder:
         def sym(x):
             if isinstance(x, str):
                 return x
-            key = x
-            if key in made:
-                return made[key]
-            alts = self._terms(x, tname)
-            if len(alts) == 1:
-                made[key] = alts[0]
-                return alts[0]
-            nt = made[key] = self.fresh("cls")
-            for t in alts:
-                rules.append((nt, (t,)))
-            return nt
+            got = made.get(x)
+            if got is None:
+                _, kind, atoms = x
+                alts = [names[(kind, i)] for i in sorted(atoms)]
+                if len(alts) == 1:
+                    got = alts[0]
+                else:
+                    got = self.fresh("cls")
+                    rules.extend((got, (a,)) for a in alts)
+                made[x] = got
+            return got
 
         resolved = [(lhs, tuple(sym(x) for x in rhs)) for lhs, rhs in self.rules]
         all_rules = _prune([("start", (root,))] + resolved + rules, term_names)
@@ -399,38 +613,350 @@ class _Builder:
         check_limit("max_terminals", len(terminals), "JSON Schema grammar")
         return SchemaGrammar(all_rules, terminals, "start")
 
-    def _collect(self, sym: tuple) -> None:
-        kind = sym[0]
-        if kind == "key":
-            self.keys.add(sym[1])
-            for v in sym[2] or ():  # values left out: each a singleton class (Family.alternatives)
-                self.keys.add(StrClass(values=frozenset([v])))
-            for c in (sym[3] if len(sym) > 3 else ()):
-                self.keys.add(c)
-        elif kind == "str":
-            for c, minus in sym[1]:
-                self.strs.add(c)
-                for v in minus or ():
-                    self.strs.add(StrClass(values=frozenset([v])))
-        else:
-            for c in sym[1]:
-                self.nums.add(c)
 
-    def _terms(self, sym: tuple, tname) -> list[str]:
-        kind = sym[0]
-        if kind == "key":
-            fam = self.keys
-            alts = set(fam.alternatives(sym[1], sym[2]))
-            for c in (sym[3] if len(sym) > 3 else ()):  # keys matching a pattern go to patternProperties
-                covered = {fam.terminal_index(c), *fam.inside[fam.terminal_index(c)]}
-                alts -= covered
-            return [tname("key", fam, i) for i in sorted(alts)]
-        fam = self.strs if kind == "str" else self.nums
-        alts = set()
-        for item in sym[1]:
-            c, minus = item if kind == "str" else (item, None)
-            alts |= set(fam.alternatives(c, minus))
-        return [tname(kind, fam, i) for i in sorted(alts)]
+@dataclass
+class _Split:
+    """What :meth:`_Builder.splits` finds for some sub-schemas: their formulas, the scalar alternatives
+    per acceptance vector, the labelled object and array products, every vector some value has."""
+
+    subs: tuple
+    forms: tuple
+    scalars: dict = field(default_factory=dict)
+    products: list = field(default_factory=list)
+    vectors: set = field(default_factory=set)
+    done: bool = False
+
+
+@dataclass
+class _Uniform:
+    """Stands for a product where every value has one label (no leaf reads that kind of value)."""
+
+    nt: str | None
+    label: tuple
+
+    def labels(self) -> set:
+        return {self.label} if self.nt is not None else set()
+
+    def emit(self, label) -> str | None:
+        return self.nt if label == self.label else None
+
+
+class _Product:
+    """A product over states (hashable), explored breadth-first, written as FIRST/REST rule chains:
+    ``FIRST[s]`` is a non-empty member list from state s, ``REST[s]`` its continuation (a separator and
+    a member, or the end). With a target (a monotone one) states that cannot satisfy it are not
+    explored and one nonterminal is written; without (labelled), every state is explored and each end
+    is labelled by the acceptance vector of ``forms``; :meth:`emit` writes the values of one label.
+    Subclasses give the start state, the moves, skips and the leaves holding at an end."""
+
+    open_: str
+    close: str
+
+    def __init__(self, b: _Builder, members: tuple[int, ...], forms: tuple, target: _Target | None):
+        self.b, self.members, self.forms, self.t = b, members, forms, target
+        self.lf = {i: b.leaves[i] for i in members}
+        self.ids: dict = {}
+        self.states: list = []
+        self.edges: list[tuple[int, tuple, int]] = []  # (from, symbols, to)
+        self.skip_edges: list[tuple[int, int]] = []
+        self.ends: dict[int, object] = {}  # state -> label where the member list may end
+        self.empty: object = None  # the label of the empty object/array (None: not admitted)
+        self.made: dict = {}
+
+    def label(self, holding) -> object:
+        if self.t is not None:
+            return True if self.t.holds(holding) else None
+        return tuple(_eval(f, holding) for f in self.forms)
+
+    def possible(self, failed) -> bool:
+        return self.t is None or self.t.possible(set(), failed)
+
+    def labels(self) -> set:
+        out = set(self.ends.values())
+        if self.empty is not None:
+            out.add(self.empty)
+        out.discard(None)
+        return out
+
+    def sid(self, state) -> int:
+        got = self.ids.get(state)
+        if got is None:
+            got = self.ids[state] = len(self.states)
+            self.states.append(state)
+            if got >= MAX_PRODUCT_STATES:
+                raise SchemaError("anyOf", self.b.leaves[self.members[0]].b.pointer if self.members else "",
+                                  f"an object or array whose alternatives need more than {MAX_PRODUCT_STATES} "
+                                  "states to tell apart")
+        return got
+
+    def explore(self) -> None:
+        start = self.start()
+        self.empty = self.empty_label(start)
+        self.sid(start)
+        k = 0
+        while k < len(self.states):
+            st = self.states[k]
+            lab = self.end_label(st)
+            if lab is not None:
+                self.ends[k] = lab
+            for syms, nxt in self.moves(st):
+                self.edges.append((k, syms, self.sid(nxt)))
+            for nxt in self.skips(st):
+                self.skip_edges.append((k, self.sid(nxt)))
+            k += 1
+            if not k & 255:
+                check_deadline("a JSON Schema object or array")
+
+    def emit(self, label) -> str | None:
+        """The nonterminal of the values ending with `label` (None: none)."""
+        if label in self.made:
+            return self.made[label]
+        good = {k for k, lab in self.ends.items() if lab == label}
+        back: dict[int, list[int]] = {}
+        for a, _, c in self.edges:
+            back.setdefault(c, []).append(a)
+        for a, c in self.skip_edges:
+            back.setdefault(c, []).append(a)
+        todo = list(good)
+        while todo:
+            for a in back.get(todo.pop(), ()):
+                if a not in good:
+                    good.add(a)
+                    todo.append(a)
+        if 0 not in good and self.empty != label:
+            self.made[label] = None
+            return None
+        b = self.b
+        name = self.made[label] = b.fresh(self.prefix)
+        first, rest = f"{name}_f", f"{name}_r"
+        if self.empty == label:
+            b.rule(name, self.open_, self.close)
+        if 0 in good:
+            b.rule(name, self.open_, f"{first}0", self.close)
+        for k in good:
+            if self.ends.get(k) == label:
+                b.rule(f"{rest}{k}")
+        for a, syms, c in self.edges:
+            if a in good and c in good:
+                b.rule(f"{first}{a}", *syms, f"{rest}{c}")
+                b.rule(f"{rest}{a}", "COMMA", *syms, f"{rest}{c}")
+        for a, c in self.skip_edges:
+            if a in good and c in good:
+                b.rule(f"{first}{a}", f"{first}{c}")
+                b.rule(f"{rest}{a}", f"{rest}{c}")
+        return name
+
+    def skips(self, st):
+        return ()
+
+    def split(self, wants, failed):
+        return self.b._split_value(wants, lambda h, f: self.possible(failed | f))
+
+
+class _ObjectProduct(_Product):
+    """Objects: every leaf reads the keys (its declared properties in order, then additional ones).
+
+    A union (monotone target) lets each leaf read in its own order: state ((position per leaf, -1 in
+    the additional properties, -2 failed), count). Otherwise one merged order G for all: state
+    (position in G, count, leaves that failed); a skipped property fails the leaves that require it,
+    and a failed leaf keeps reading (its verdict is known), so a value is failed only on its content."""
+
+    open_, close, prefix = "LBRACE", "RBRACE", "obj"
+    EXTRA, DEAD = -1, -2
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        lf = self.lf
+        self.own = self.t is not None and self.t.monotone and len(self.members) > 1
+        self.G = tuple(dict.fromkeys(n for i in self.members for n in lf[i].names))
+        self.all_names = frozenset(self.G)
+        bounds = [lf[i].b.min_props for i in self.members] + \
+            [lf[i].b.max_props + 1 for i in self.members if lf[i].b.max_props is not None]
+        self.K = max(bounds, default=0)
+        self.req = {i: set(lf[i].b.required) for i in self.members}
+        self.pos = {i: {n: j for j, n in enumerate(lf[i].names)} for i in self.members}
+
+    # values a leaf asks of a property ----------------------------------------------------
+    def declared(self, i: int, n: str) -> Sub:
+        b = self.lf[i].b
+        s = b.prop(n)
+        parts = [s] if s is not None else []
+        parts += [ps for p, ps in b.pattern_props if _search(p, n)]
+        if not parts:
+            return b.additional if b.additional is not None else _TRUE
+        return _conj(parts)
+
+    def extra(self, i: int, n: str | None, matched: frozenset[str] = frozenset()) -> Sub:
+        """Leaf i's schema for an additional property named n (or, n None, of a key matching exactly the
+        patterns `matched`)."""
+        b = self.lf[i].b
+        hits = [ps for p, ps in b.pattern_props if (_search(p, n) if n is not None else p in matched)]
+        if hits:
+            return _conj(hits)
+        return b.additional if b.additional is not None else _TRUE
+
+    def count_ok(self, i: int, c: int) -> bool:
+        b = self.lf[i].b
+        return c >= b.min_props and (b.max_props is None or c <= b.max_props)
+
+    def fits(self, i: int, c: int) -> bool:
+        """Leaf i admits one more property after c."""
+        m = self.lf[i].b.max_props
+        return m is None or c + 1 <= m
+
+    def start(self):
+        if self.own:
+            return (tuple(0 for _ in self.members), 0)
+        return (0, 0, frozenset())
+
+    def end_label(self, st):
+        if self.own:
+            pos, c = st
+            return self.label({i for i, p in zip(self.members, pos) if p != self.DEAD and self.count_ok(i, c) and
+                               (p == self.EXTRA or not any(n in self.req[i] for n in self.lf[i].names[p:]))})
+        p, c, failed = st
+        if p < len(self.G):
+            return None
+        return self.label({i for i in self.members if i not in failed and self.count_ok(i, c)})
+
+    def empty_label(self, st):
+        if not self.own:  # skip every declared property
+            while st[0] < len(self.G):
+                st = self._skip(st)
+        return self.end_label(st)
+
+    def _skip(self, st):
+        p, c, failed = st
+        n = self.G[p]
+        return (p + 1, c, failed | {i for i in self.members if n in self.req[i]})
+
+    def skips(self, st):
+        if self.own or st[0] >= len(self.G):
+            return ()
+        nxt = self._skip(st)
+        return (nxt,) if self.possible(nxt[2]) else ()
+
+    def moves(self, st):
+        return self._own_moves(st) if self.own else self._merged_moves(st)
+
+    def _merged_moves(self, st):
+        p, c, failed = st
+        c2 = min(c + 1, self.K)
+        alive = [i for i in self.members if i not in failed]
+        out = []
+        if p < len(self.G):
+            n = self.G[p]
+            wants = [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) if self.fits(i, c) else None)
+                     for i in alive]
+            for val, hold in self.split(wants, failed):
+                out.append(((self.b.key_symbol(n), val), (p + 1, c2, failed | (frozenset(alive) - hold))))
+            return out
+        for inc, key in self._other_keys(alive):
+            wants = [(i, self.extra(i, None, inc) if self.fits(i, c) else None) for i in alive]
+            for val, hold in self.split(wants, failed):
+                out.append(((key, val), (p, c2, failed | (frozenset(alive) - hold))))
+        return out
+
+    def _own_moves(self, st):
+        pos, c = st
+        alive = [(i, p) for i, p in zip(self.members, pos) if p != self.DEAD]
+        c2 = min(c + 1, self.K)
+        out = []
+
+        def go(wants, nxt_pos, key):
+            dead = {i for i in self.members if nxt_pos.get(i, self.DEAD) == self.DEAD}
+            for val, hold in self.split(wants, dead):
+                new = tuple(nxt_pos.get(i, self.DEAD) if i in hold else self.DEAD for i in self.members)
+                if any(x != self.DEAD for x in new):
+                    out.append(((key, val), (new, c2)))
+
+        for n in self.G:
+            wants, nxt_pos = [], {}
+            for i, p in alive:
+                j = self.pos[i].get(n)
+                names = self.lf[i].names
+                if j is not None:
+                    ok = p != self.EXTRA and j >= p and not any(x in self.req[i] for x in names[p:j])
+                    nxt_pos[i] = j + 1 if ok else self.DEAD
+                    wants.append((i, self.declared(i, n) if ok else None))
+                else:
+                    ok = p == self.EXTRA or not any(x in self.req[i] for x in names[p:])
+                    nxt_pos[i] = self.EXTRA if ok else self.DEAD
+                    wants.append((i, self.extra(i, n) if ok else None))
+            if any(s is not None for _, s in wants):
+                go(wants, nxt_pos, self.b.key_symbol(n))
+        for inc, key in self._other_keys([i for i, _ in alive]):
+            wants, nxt_pos = [], {}
+            for i, p in alive:
+                ok = p == self.EXTRA or not any(x in self.req[i] for x in self.lf[i].names[p:])
+                nxt_pos[i] = self.EXTRA if ok else self.DEAD
+                wants.append((i, self.extra(i, None, inc) if ok else None))
+            if any(s is not None for _, s in wants):
+                go(wants, nxt_pos, key)
+        return out
+
+    def _other_keys(self, alive):
+        """(patterns matched, key symbol) for the keys no leaf declares, by the patterns they match."""
+        pats = sorted({pat for i in alive for pat, _ in self.lf[i].b.pattern_props})
+        if len(pats) > MAX_PATTERNS:
+            raise SchemaError("patternProperties", self.lf[alive[0]].b.pointer + "/patternProperties",
+                              f"{len(pats)} patterns to tell apart in one object; at most {MAX_PATTERNS} are compiled")
+        for k in range(len(pats) + 1):
+            for inc in itertools.combinations(pats, k):
+                key = self.b.other_keys(inc, tuple(p for p in pats if p not in inc), self.all_names)
+                if key is not None:
+                    yield frozenset(inc), key
+
+
+class _ArrayProduct(_Product):
+    """Arrays: state (items read, capped where every leaf's bounds are decided; leaves that failed)."""
+
+    open_, close, prefix = "LSQB", "RSQB", "arr"
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        bounds = [1]
+        for i in self.members:
+            bb = self.lf[i].b
+            bounds += [len(bb.prefix), bb.min_items] + ([bb.max_items + 1] if bb.max_items is not None else [])
+        self.K = max(bounds)
+
+    def start(self):
+        return (0, frozenset())
+
+    def item(self, i: int, k: int) -> Sub | None:
+        bb = self.lf[i].b
+        if bb.max_items is not None and k >= bb.max_items:
+            return None
+        if k < len(bb.prefix):
+            return bb.prefix[k]
+        return bb.items if bb.items is not None else _TRUE
+
+    def end_label(self, st):
+        k, failed = st
+        return self.label({i for i in self.members if i not in failed and k >= self.lf[i].b.min_items})
+
+    def empty_label(self, st):
+        return self.end_label(st)
+
+    def moves(self, st):
+        k, failed = st
+        alive = [i for i in self.members if i not in failed]
+        wants = [(i, self.item(i, k)) for i in alive]
+        return [((val,), (min(k + 1, self.K), failed | (frozenset(alive) - hold)))
+                for val, hold in self.split(wants, failed)]
+
+
+def _conj(parts: list[Sub]) -> Sub:
+    parts = [p for p in dict.fromkeys(parts) if not p.is_true()]
+    if not parts:
+        return _TRUE
+    if len(parts) == 1:
+        return parts[0]
+    flat = []
+    for p in parts:
+        flat.extend(p.parts or (p,))
+    return Sub(None, parts[0].pointer, tuple(dict.fromkeys(flat)))
 
 
 def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[str, tuple]]:
@@ -501,23 +1027,11 @@ def _split(spec: NumberSpec, excluded: list[Fraction]) -> list[NumberSpec]:
     return [s for s in out if not s.empty()]
 
 
+@functools.lru_cache(maxsize=65536)
 def _search(pattern: str, s: str) -> bool:
-    import re
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return re.search(pattern, s) is not None
-
-
-def _overlapping_pattern(b: Basic, p: str) -> bool:
-    """Whether another of `b`'s patternProperties may match a key `p` matches."""
-    from .strings import intersect, is_empty, pattern_dfa
-
-    for q, _ in b.pattern_props:
-        if q != p and not is_empty(intersect(pattern_dfa(p), pattern_dfa(q))):
-            return True
-    return False
 
 
 def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool = False) -> SchemaGrammar:
@@ -527,7 +1041,9 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
     ws = WHITESPACE.get(whitespace, whitespace)
     doc = SchemaDoc(schema, coerce_one_of=coerce_one_of)
     b = _Builder(doc, ws)
-    root = b.value(Sub(schema, ""))
-    if root is None:
+    root = Sub(schema, "")
+    b.collect(root)
+    top = b.value(root)
+    if top is None:
         raise SchemaError("schema", "", "the schema admits no value")
-    return b.finish(root)
+    return b.finish(top)

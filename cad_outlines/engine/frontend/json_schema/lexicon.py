@@ -70,6 +70,7 @@ class StrClass:
         return all(re.fullmatch(format_regex(f), v) for f in self.formats)
 
 
+_ANY_NUMBER = NumberSpec()
 _STR_DFAS: dict = {}
 _DEAD = np.full(256, -1, np.int32)
 _RELATIONS: dict = {}
@@ -189,6 +190,8 @@ class Family:
     def relation(self, a, b) -> str:
         if a == b:
             return "eq"
+        if self.kind == "num" and (a == _ANY_NUMBER or b == _ANY_NUMBER):  # every number: no automaton needed
+            return "sub" if b == _ANY_NUMBER else "sup"
         if self.kind != "num":
             if a.generic or b.generic:
                 return "eq" if a.generic and b.generic else ("sub" if b.generic else "sup")

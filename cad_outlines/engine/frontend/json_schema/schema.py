@@ -16,6 +16,7 @@ format checker checks it (see :mod:`.formats`); a format no checker knows is an 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -52,20 +53,26 @@ def canonical(x: Any) -> str:
     return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sub:
     """A sub-schema to compile on demand: its JSON (``True``/``False`` or an object), where it is,
-    and for a merge its parts (their conjunction)."""
+    and for a merge its parts (their conjunction). Equal when their keys (canonical JSON) are."""
 
     schema: Any
     pointer: str
     parts: tuple[Sub, ...] = ()
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         if self.parts:
             return "&".join(sorted({p.key for p in self.parts}))
         return canonical(_strip(self.schema))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sub) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
     def is_true(self) -> bool:
         return not self.parts and (self.schema is True or self.schema == {})
@@ -123,6 +130,10 @@ class Basic:
     pattern_props: tuple[tuple[str, Sub], ...] = ()
     min_props: int = 0
     max_props: int | None = None
+    # boolean conditions over other sub-schemas (``not``, overlapping ``oneOf``, ``if``/``then``/``else``,
+    # dependencies): (kind, subs) with kind "not" (none holds), "one" (exactly one), "ite" (if, then,
+    # else) or "imp" (the first implies the second); the grammar decides them (grammar.py)
+    checks: tuple[tuple[str, tuple[Sub, ...]], ...] = ()
     pointer: str = field(default="", compare=False)
 
     def prop(self, name: str) -> Sub | None:
@@ -219,8 +230,11 @@ class SchemaDoc:
                 return ref  # drafts up to 7 ignore the siblings of $ref
             rest = {k: v for k, v in s.items() if k != "$ref"}
             return self._and(ref, self._normalize(rest, ptr), ptr)
+        ignored = IGNORED_BY_DRAFT[self.draft]
+        if any(k in ignored for k in s):
+            s = {k: v for k, v in s.items() if k not in ignored}
         for k in s:
-            if k not in KNOWN and k not in ANNOTATIONS and not k.startswith(("x-", "_", "$")) and _is_keyword(k):
+            if k not in KNOWN and k not in ANNOTATIONS and _is_keyword(k, self.draft):
                 raise SchemaError(k, f"{ptr}/{k}", f"keyword {k!r} is not supported")
         out = [self._own(s, ptr)]
         if "allOf" in s:
@@ -236,19 +250,20 @@ class SchemaDoc:
             branches = [self.basics(Sub(part, f"{ptr}/oneOf/{i}")) for i, part in
                         enumerate(_list(s["oneOf"], "oneOf", ptr))]
             branches = [[b2 for b2 in self._and(out, b, ptr)] for b in branches]
-            if not self.coerce_one_of:
-                for i in range(len(branches)):
-                    for j in range(i + 1, len(branches)):
-                        for x in branches[i]:
-                            for y in branches[j]:
-                                if not disjoint(x, y):
-                                    raise SchemaError("oneOf", f"{ptr}/oneOf", f"branches {i} and {j} may both "
-                                                      "match a value (exactly one must): not decided here; "
-                                                      "pass coerce_one_of=True to treat oneOf as anyOf")
-            out = [b for br in branches for b in br]
+            overlap = not self.coerce_one_of and any(
+                not disjoint(x, y) for i in range(len(branches)) for j in range(i + 1, len(branches))
+                for x in branches[i] for y in branches[j])
+            if overlap:  # exactly one branch: decided by the grammar (a check), not as a union
+                subs = tuple(Sub(part, f"{ptr}/oneOf/{i}") for i, part in enumerate(s["oneOf"]))
+                out = [replace(b, checks=b.checks + (("one", subs),)) for b in out]
+            else:
+                out = [b for br in branches for b in br]
         if "not" in s:
             out = [self._not(b, s["not"], f"{ptr}/not") for b in out]
             out = [b for b in out if b is not None]
+        deps = self._dependencies(s, ptr)
+        if deps:
+            out = [replace(b, checks=b.checks + deps) for b in out]
         if "if" in s:
             out = self._if(out, s, ptr)
         return out
@@ -261,9 +276,9 @@ class SchemaDoc:
         # exact when `if` pins one property to constants and that property is required by both sides'
         # outcome: (if AND then) OR (NOT if AND else)
         pinned = _pinned_property(cond)
-        if pinned is None:
-            raise SchemaError("if", f"{ptr}/if", "if/then/else is supported only where `if` fixes one required "
-                              "property to const/enum values")
+        if pinned is None:  # (if and then) or (not if and else), decided by the grammar
+            subs = (Sub(cond, f"{ptr}/if"), Sub(then, f"{ptr}/then"), Sub(els, f"{ptr}/else"))
+            return [replace(b, checks=b.checks + (("ite", subs),)) for b in out]
         name, values, required = pinned
         yes = {"properties": {name: {"enum": values}}, **({"required": [name]} if required else {})}
         no_parts = [{"properties": {name: {"not": {"enum": values}}}, "required": [name]}]
@@ -306,7 +321,7 @@ class SchemaDoc:
                 return replace(b, enum=left) if left else None
             structured = [v for v in vals if isinstance(v, (dict, list))]
             if structured and ({"object", "array"} & b.types):
-                raise SchemaError("not", ptr, "not {enum: ...} of objects or arrays is not supported")
+                return replace(b, checks=b.checks + (("not", (Sub(neg, ptr),)),))
             return replace(b, exclude=tuple(dict.fromkeys(b.exclude + tuple(sorted(banned)))))
         if keys == {"required"} and isinstance(neg["required"], list):
             names = neg["required"]
@@ -319,8 +334,7 @@ class SchemaDoc:
             if all(n in b.required for n in names):
                 types = b.types - {"object"}
                 return replace(b, types=types) if types else None
-        raise SchemaError("not", ptr, f"not {{{', '.join(sorted(keys))}}} is not supported (only not of type, "
-                          "enum/const, or one required property)")
+        return replace(b, checks=b.checks + (("not", (Sub(neg, ptr),)),))
 
     def _own(self, s: dict, ptr: str) -> Basic:
         """The constraints of `s` itself (no applicators)."""
@@ -340,8 +354,8 @@ class SchemaDoc:
             if not isinstance(vals, list):
                 raise SchemaError("enum", f"{ptr}/enum", "enum must be an array")
             if "enum" in s and "const" in s:
-                consts = {canonical(s["const"])}
-                vals = [v for v in vals if canonical(v) in consts]
+                consts = {canonical(_number_form(s["const"]))}
+                vals = [v for v in vals if canonical(_number_form(v)) in consts]
             b = replace(b, enum=tuple(dict.fromkeys(canonical(_number_form(v)) for v in vals)))
         # strings
         for k in ("minLength", "maxLength"):
@@ -363,19 +377,18 @@ class SchemaDoc:
         # numbers
         lo = hi = None
         lo_strict = hi_strict = False
+        old_style = self.draft in ("draft3", "draft4")  # exclusive* qualify minimum/maximum (truthy: strict)
         if "minimum" in s:
             lo = _number(s["minimum"], "minimum", ptr)
-            if s.get("exclusiveMinimum") is True:
-                lo_strict = True
+            lo_strict = old_style and bool(s.get("exclusiveMinimum"))
         if "maximum" in s:
             hi = _number(s["maximum"], "maximum", ptr)
-            if s.get("exclusiveMaximum") is True:
-                hi_strict = True
+            hi_strict = old_style and bool(s.get("exclusiveMaximum"))
         for k, is_lo in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
             v = s.get(k)
-            if v is None or isinstance(v, bool):
+            if v is None or old_style:
                 continue
-            x = _number(v, k, ptr)
+            x = _number(int(v) if isinstance(v, bool) else v, k, ptr)  # jsonschema compares with True as 1
             if is_lo and (lo is None or x >= lo):
                 lo, lo_strict = x, True
             elif not is_lo and (hi is None or x <= hi):
@@ -410,7 +423,7 @@ class SchemaDoc:
         if s.get("uniqueItems") is True:
             raise SchemaError("uniqueItems", f"{ptr}/uniqueItems", "uniqueItems: true cannot be expressed by a "
                               "context-free grammar")
-        for k in ("contains", "unevaluatedItems", "unevaluatedProperties", "propertyNames", "dependentSchemas"):
+        for k in ("contains", "unevaluatedItems", "unevaluatedProperties", "propertyNames"):
             if k in s and s[k] is not True and s[k] != {}:
                 raise SchemaError(k, f"{ptr}/{k}", f"{k} is not supported")
         # objects
@@ -438,19 +451,36 @@ class SchemaDoc:
             b = replace(b, min_props=_nonneg_int(s["minProperties"], "minProperties", ptr))
         if "maxProperties" in s:
             b = replace(b, max_props=_nonneg_int(s["maxProperties"], "maxProperties", ptr))
-        deps = s.get("dependentRequired") or {}
-        if isinstance(s.get("dependencies"), dict):
-            for k, v in s["dependencies"].items():
-                if isinstance(v, list):
-                    deps = {**deps, k: v}
-                elif v is not True and v != {}:
-                    raise SchemaError("dependencies", f"{ptr}/dependencies/{_esc(k)}", "schema dependencies are "
-                                      "not supported")
-        for k, v in deps.items():
-            if v and k not in b.required:
-                raise SchemaError("dependentRequired", f"{ptr}/dependentRequired", "dependencies between "
-                                  f"properties ({k!r} requires {v}) are not supported")
         return b
+
+    def _dependencies(self, s: dict, ptr: str) -> tuple:
+        """``dependentRequired``, ``dependentSchemas`` and draft-7 ``dependencies`` as checks: an
+        object with property k also has the listed properties / satisfies the schema."""
+        out = []
+        groups = [("dependentRequired", s.get("dependentRequired")), ("dependentSchemas", s.get("dependentSchemas")),
+                  ("dependencies", s.get("dependencies"))]
+        for kw, deps in groups:
+            if deps is None:
+                continue
+            if not isinstance(deps, dict):
+                raise SchemaError(kw, f"{ptr}/{kw}", f"{kw} must be an object")
+            for k, v in deps.items():
+                where = f"{ptr}/{kw}/{_esc(k)}"
+                if isinstance(v, list):
+                    if not all(isinstance(x, str) for x in v):
+                        raise SchemaError(kw, where, "a dependency lists property names")
+                    if not v:
+                        continue
+                    then: Any = {"required": v}
+                elif kw == "dependentRequired":
+                    raise SchemaError(kw, where, "dependentRequired maps names to arrays of names")
+                else:
+                    then = v
+                if then is True or then == {}:
+                    continue
+                has = Sub({"type": "object", "required": [k]}, where)
+                out.append(("imp", (has, Sub(then, where))))
+        return tuple(out)
 
     # -- conjunction ---------------------------------------------------------------------
     def _and(self, xs: list[Basic], ys: list[Basic], ptr: str) -> list[Basic]:
@@ -506,7 +536,8 @@ def merge(x: Basic, y: Basic) -> Basic | None:
         max_items=_min(x.max_items, y.max_items),
         props=tuple(props.items()), required=tuple(dict.fromkeys(x.required + y.required)),
         additional=conj(x.additional, y.additional), pattern_props=pp,
-        min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props), pointer=x.pointer)
+        min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props),
+        checks=tuple(dict.fromkeys(x.checks + y.checks)), pointer=x.pointer)
 
 
 def _refuse(keyword: str, ptr: str, why: str):
@@ -657,15 +688,40 @@ def _esc(k: str) -> str:
     return k.replace("~", "~0").replace("/", "~1")
 
 
-def _is_keyword(k: str) -> bool:
-    """Unknown names that look like validation keywords of some draft (the rest are annotations)."""
-    return k in ("extends", "disallow", "divisibleBy", "$recursiveRef", "$dynamicRef")
+def _is_keyword(k: str, draft: str) -> bool:
+    """Unknown names that are validation keywords of this draft (the rest are annotations)."""
+    return k in _DRAFT_ONLY.get(draft, ())
+
+
+_DRAFT_ONLY = {"draft3": ("extends", "disallow", "divisibleBy"), "draft2019": ("$recursiveRef",),
+               "draft2020": ("$dynamicRef",)}
+_LATER = ("dependentRequired", "dependentSchemas", "prefixItems", "unevaluatedItems", "unevaluatedProperties",
+          "minContains", "maxContains")
+# keywords a draft does not have (jsonschema's validator for that draft ignores them)
+IGNORED_BY_DRAFT = {
+    "draft3": frozenset(("const", "contains", "propertyNames", "if", "then", "else") + _LATER),
+    "draft4": frozenset(("const", "contains", "propertyNames", "if", "then", "else") + _LATER),
+    "draft6": frozenset(("if", "then", "else") + _LATER),
+    "draft7": frozenset(_LATER),
+    "draft2019": frozenset(("dependencies", "prefixItems")),
+    "draft2020": frozenset(("dependencies",)),
+}
+_META = {"http://json-schema.org/draft-03/schema": "draft3", "http://json-schema.org/draft-04/schema": "draft4",
+         "http://json-schema.org/draft-06/schema": "draft6", "http://json-schema.org/draft-07/schema": "draft7",
+         "https://json-schema.org/draft/2019-09/schema": "draft2019",
+         "https://json-schema.org/draft/2020-12/schema": "draft2020"}
 
 
 def _draft(root: Any) -> str:
-    s = root.get("$schema", "") if isinstance(root, dict) else ""
-    for tag, name in (("draft-03", "draft3"), ("draft-04", "draft4"), ("draft-06", "draft6"),
-                      ("draft-07", "draft7"), ("2019-09", "draft2019"), ("2020-12", "draft2020")):
-        if tag in str(s):
-            return name
-    return "draft2020"
+    """The draft ``jsonschema`` validates `root` with: its ``$schema`` when that is one of the meta-schema
+    URIs (an empty fragment dropped), else 2020-12 (so ``https://json-schema.org/draft-04/schema`` is
+    2020-12, as there)."""
+    from urllib.parse import urlsplit
+
+    s = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(s, str):
+        return "draft2020"
+    try:
+        return _META.get(urlsplit(s).geturl(), "draft2020")
+    except ValueError:
+        return "draft2020"

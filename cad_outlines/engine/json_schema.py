@@ -43,13 +43,13 @@ def schema_regex(schema: dict | str, whitespace_pattern: str | None = None) -> s
 
 def regex_grammar(regex: str, terminal: str = "JSON") -> str:
     """A Lark grammar whose language is one `regex` terminal: each ``/`` not already
-    escaped is escaped (lark ends a regex literal at it), and line breaks are written as
-    escapes."""
+    escaped is escaped (lark ends a regex literal at it), and line breaks (escaped or not) are
+    written as escapes (lark refuses a line break in a regex literal)."""
     out, i = [], 0
     while i < len(regex):
         c = regex[i]
-        if c == "\\" and i + 1 < len(regex):
-            out.append(regex[i:i + 2])
+        if c == "\\" and i + 1 < len(regex):  # an escaped line break (re.escape writes them) as its escape
+            out.append({"\n": "\\n", "\r": "\\r"}.get(regex[i + 1], regex[i:i + 2]))
             i += 2
             continue
         out.append({"/": "\\/", "\n": "\\n", "\r": "\\r"}.get(c, c))

@@ -16,7 +16,7 @@ from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
 from cad_outlines.serving.constraints.admission import AdmissionError, admit
 from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar
 from cad_outlines.serving.constraints.request_fields import (
-    choice_grammar, constraint_of_fields, regex_request_grammar, rewrite_body, take_structured_outputs)
+    choice_grammar, constraint_of_fields, gbnf_choices, regex_request_grammar, rewrite_body, take_structured_outputs)
 from cad_outlines.serving.limits import ServerLimits
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
@@ -74,6 +74,16 @@ def test_a_choice_is_exactly_one_of_the_strings():
     assert _accepts(choice_grammar(["", "x"]), "") and _accepts(choice_grammar(["", "x"]), "x")
 
 
+def test_a_gbnf_choice_is_read_as_that_choice():
+    """vLLM turns structured_outputs.choice into a GBNF rule before a logits processor sees it (on an
+    in-process engine): that rule, escapes and all, is the same choice again; other GBNF is not Lark."""
+    words = ['say "hi"', "back\\slash", "new\nline\t", "del\x7f", "naïve", "", "|", "u\\u0041"]
+    vllm_wrote = r'root ::= "say \"hi\"" | "back\\slash" | "new\nline\t" | "del\u007f" | "naïve" | "" | "|" | "u\\u0041"'
+    assert gbnf_choices(vllm_wrote) == words
+    assert constraint_of_fields(structured_outputs={"grammar": vllm_wrote}).spec.text == choice_grammar(words)
+    assert gbnf_choices('root ::= "a" | b') is None and gbnf_choices('start: "a" | "b"') is None
+
+
 @pytest.mark.parametrize("fields, words", [
     ({"response_format": {"type": "structural_tag", "format": {}}}, ["structural_tag"]),
     ({"response_format": {"type": "xml"}}, ["response_format.type"]),
@@ -128,8 +138,8 @@ def test_hostile_sizes_are_refused_at_admission_naming_the_field_and_the_limit()
         with pytest.raises(AdmissionError) as info:
             constraint_of_fields(**fields, limits=tight)
         assert field in str(info.value) and limit in str(info.value), str(info.value)
-    with pytest.raises(AdmissionError, match="cad_json_schema.*max_schema_depth"):  # the key sent directly, too
-        admit({"cad_json_schema": json.dumps(deep)}, limits=tight)
+    with pytest.raises(AdmissionError, match="cad_json_schema.*max_schema_bytes"):  # the key sent directly, too
+        admit({"cad_json_schema": json.dumps(huge)}, limits=tight)  # (its nesting: the middleware's, below)
     python_stops = '{"a":' * 5000 + "1" + "}" * 5000  # deeper than Python's parser reads: refused all the same
     with pytest.raises(AdmissionError, match="structured_outputs.json.*max_schema_depth"):
         constraint_of_fields(structured_outputs={"json": python_stops}, limits=ServerLimits(max_schema_depth=8))
@@ -210,8 +220,8 @@ def test_the_middleware_rewrites_chat_bodies_and_names_the_field_it_refuses(smal
 
     middleware = GrammarAdmissionMiddleware(app)
 
-    async def call(path, payload):
-        body = json.dumps(payload).encode()
+    async def call(path, payload, spelt=lambda text: text):
+        body = spelt(json.dumps(payload)).encode()
         chunks = [{"type": "http.request", "body": body, "more_body": False}]
         sent = []
 
@@ -235,7 +245,11 @@ def test_the_middleware_rewrites_chat_bodies_and_names_the_field_it_refuses(smal
                        "type": "json_schema", "json_schema": {"name": "d", "schema": deep}}})),
                    asyncio.run(call("/v1/completions", {"prompt": "x", "structured_outputs": {"grammar": "nope"}})),
                    asyncio.run(call("/v1/completions", {"prompt": "x", "structured_outputs": {"json": {
-                       "type": "string", "pattern": "(?<=a)b"}}}))]
+                       "type": "string", "pattern": "(?<=a)b"}}})),
+                   asyncio.run(call("/v1/completions", {"prompt": "x", "vllm_xargs": {"cad_json_schema": json.dumps(
+                       deep)}}))]
+        escaped = asyncio.run(call("/v1/completions", {"prompt": "x", "structured_outputs": {"choice": ["y", "n"]}},
+                                   lambda text: text.replace("structured_outputs", "structured\\u005foutputs")))
         other = asyncio.run(call("/v1/responses", {"input": "x", "structured_outputs": {"regex": "a"}}))
     finally:
         set_server_limits(None)
@@ -245,7 +259,9 @@ def test_the_middleware_rewrites_chat_bodies_and_names_the_field_it_refuses(smal
     assert re.search("CHOICE", body["vllm_xargs"]["cad_grammar_text"])
     for (status, answer), words in zip(refused, [("response_format.json_schema.schema", "max_schema_depth"),
                                                  ("structured_outputs.grammar", "does not compile"),
-                                                 ("structured_outputs.json", "JSON Schema does not compile")]):
+                                                 ("structured_outputs.json", "JSON Schema does not compile"),
+                                                 ("cad_json_schema", "max_schema_depth")]):
         assert status == 400 and all(w in answer for w in words), answer
+    assert escaped[0] == 200 and seen[1][1]["vllm_xargs"] == body["vllm_xargs"]  # a key spelt with \u escapes
     assert other[0] == 200 and seen[-1][1]["structured_outputs"] == {"regex": "a"}  # not a route we rewrite
-    assert len(seen) == 2
+    assert len(seen) == 3

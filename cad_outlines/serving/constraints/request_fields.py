@@ -22,7 +22,9 @@ What each field becomes (anything else is refused with a :class:`RequestError` n
 ``structured_outputs.json``: S (an object, or its JSON text)         JSON Schema S
 ``structured_outputs.regex``: R                                    one terminal /R/: the whole output
 ``structured_outputs.choice``: [c1, c2, ...]                       one terminal: exactly one of them
-``structured_outputs.grammar``: G                                  G as a Lark grammar
+``structured_outputs.grammar``: G                                  G as a Lark grammar (a one-rule GBNF
+                                                                   choice ``root ::= "a" | "b"`` as that
+                                                                   choice: vLLM rewrites a choice so)
 =================================================================  ====================================
 
 JSON Schemas are compiled by :func:`~cad_outlines.compile_json_schema`, grammars by the Lark path, both in
@@ -43,7 +45,7 @@ from .admission import AdmissionError, check_schema_text, check_schema_value, te
 from .request import ConstraintRequest, GrammarSpec, RequestError
 
 __all__ = ["FieldConstraint", "JSON_OBJECT_SCHEMA", "REWRITTEN_PATHS", "canonical_schema", "choice_grammar",
-           "constraint_of_fields", "regex_request_grammar", "rewrite_body", "take_structured_outputs"]
+           "constraint_of_fields", "gbnf_choices", "regex_request_grammar", "rewrite_body", "take_structured_outputs"]
 
 JSON_OBJECT_SCHEMA = {"type": "object"}  # json_object: any JSON object (as vLLM's llguidance backend reads it)
 REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions", "/invocations")  # their bodies carry vllm_xargs
@@ -96,6 +98,25 @@ def choice_grammar(choices: list[str]) -> str:
     # longest first: a terminal matches as Python's re.match does, alternatives in order ("a|ab" never gives "ab")
     grammar = regex_grammar("|".join(re.escape(w) for w in sorted(words, key=len, reverse=True)), terminal="CHOICE")
     return grammar.replace("start: CHOICE\n", "start: CHOICE?\n", 1) if "" in choices else grammar
+
+
+_GBNF_CHOICE = re.compile(r'root ::= "(?:[^"\\]|\\.)*"(?: \| "(?:[^"\\]|\\.)*")*')
+_GBNF_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_GBNF_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+
+
+def gbnf_choices(grammar: str) -> list[str] | None:
+    """The strings of a one-rule GBNF grammar of string alternatives (``root ::= "a" | "b"``, as vLLM's
+    ``choice_as_grammar`` writes a choice before any logits processor sees it); None for any other text."""
+    if not _GBNF_CHOICE.fullmatch(grammar):
+        return None
+    simple = {"n": "\n", "r": "\r", "t": "\t"}
+
+    def unescape(m: re.Match) -> str:
+        e = m.group(1)
+        return chr(int(e[1:], 16)) if e[0] == "u" and len(e) == 5 else simple.get(e, e)
+
+    return [_GBNF_ESCAPE.sub(unescape, m.group(1)) for m in _GBNF_STRING.finditer(grammar)]
 
 
 def _get(obj, name: str):
@@ -187,7 +208,8 @@ def _of_structured_outputs(so, limits: ServerLimits) -> FieldConstraint | None:
             raise RequestError(f"{field} must be a non-empty list of strings, not {_shown(value)}")
         return _grammar_spec(choice_grammar(list(value)), field, limits)
     if kind == "grammar":
-        return _grammar_spec(_string(value, field), field, limits)
+        choices = gbnf_choices(_string(value, field))
+        return _grammar_spec(value if choices is None else choice_grammar(choices), field, limits)
     raise RequestError(f"{field} is not supported by cad_outlines (json, regex, choice, grammar as Lark, and "
                        "json_object are)")
 

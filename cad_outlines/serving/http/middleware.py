@@ -35,7 +35,7 @@ import json
 import re
 
 from ...errors import CadOutlinesError
-from ..constraints.admission import admit, check_limits, require_gate
+from ..constraints.admission import admit, check_limits, check_schema_text, require_gate
 from ..constraints.grammar_gate import GrammarGate
 from ..constraints.request_fields import REWRITTEN_PATHS, FieldConstraint, rewrite_body
 from ..limits import ServerLimits, server_limits, serving_logger
@@ -46,7 +46,7 @@ __all__ = ["GrammarAdmissionMiddleware", "cad_arguments_of_body", "grammar_of_bo
 log = serving_logger()
 
 _MENTIONS = re.compile(rb"cad(_|%5f)|vllm_xargs|extra_args", re.IGNORECASE)
-_FIELDS = (b"response_format", b"structured_outputs", b"\\u")  # a key may be spelt with \u escapes
+_FIELDS = re.compile(rb"response_format|structured_outputs|\\u00[0-7][0-9a-fA-F]")  # or spelt with \u escapes
 _STRING_KEYS = ("vllm_xargs", "extra_args")  # vLLM parses these from a JSON string too (form fields)
 _PARSE_ON_THREAD = 256 * 1024  # larger bodies are parsed off the event loop
 
@@ -195,7 +195,7 @@ class GrammarAdmissionMiddleware:
         ``response_format`` / ``structured_outputs`` ask for one; None for any other request."""
         path, root = scope.get("path") or "", scope.get("root_path") or ""
         path = path[len(root):] if root and path.startswith(root) else path
-        if path.rstrip("/") not in REWRITTEN_PATHS or not any(word in body for word in _FIELDS):
+        if path.rstrip("/") not in REWRITTEN_PATHS or not _FIELDS.search(body):
             return None
 
         def rewrite():
@@ -211,21 +211,20 @@ class GrammarAdmissionMiddleware:
             fields = rewrite_body(data, limits=self.limits)
             return None if fields is None else (json.dumps(data).encode(), fields)
 
-        if len(body) > _PARSE_ON_THREAD:
-            return await asyncio.get_running_loop().run_in_executor(None, rewrite)
-        return rewrite()
+        return await self._off_loop(len(body), rewrite)
 
     async def _admit(self, scope, body: bytes, fields: FieldConstraint | None = None) -> None:
-        if len(body) > _PARSE_ON_THREAD:
-            found = await asyncio.get_running_loop().run_in_executor(None, cad_arguments_of_body, body)
-        else:
-            found = cad_arguments_of_body(body)
+        found = await self._off_loop(len(body), cad_arguments_of_body, body)
         if not found:
             return
         requests = [admit(args, limits=self.limits) for args in found]  # types, lengths: no vocabulary needed
         requests = [r for r in requests if r is not None]
         if not requests:
             return
+        for request in requests:  # a schema sent as cad_json_schema: JSON and nesting (a field's: checked already)
+            schema = request.grammar.schema if request.grammar is not None else None
+            if schema is not None and (fields is None or fields.spec != request.grammar):
+                await self._off_loop(len(schema), check_schema_text, schema, "cad_json_schema", self.limits)
         gate = self._gate(scope)
         vocab_size = await gate.avocab_size()  # the tokenizer's, loaded once (off the event loop)
         for request in requests:
@@ -236,6 +235,13 @@ class GrammarAdmissionMiddleware:
                     await gate.ready(request.grammar)
                 except CadOutlinesError as e:  # a grammar a request field asked for: the 400 names the field
                     raise fields.refusal(e) if fields is not None and fields.spec == request.grammar else e
+
+    @staticmethod
+    async def _off_loop(size: int, fn, *args):
+        """``fn(*args)``: on a thread when `size` (the bytes it parses) is large, else here."""
+        if size > _PARSE_ON_THREAD:
+            return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        return fn(*args)
 
     @staticmethod
     def _gate(scope) -> GrammarGate:

@@ -14,7 +14,7 @@ import pytest
 
 from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
 from cad_outlines.serving.constraints.admission import AdmissionError, admit
-from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar
+from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar, remove_schema_builds
 from cad_outlines.serving.constraints.request_fields import (
     choice_grammar, constraint_of_fields, gbnf_choices, regex_request_grammar, rewrite_body, take_structured_outputs)
 from cad_outlines.serving.limits import ServerLimits
@@ -189,6 +189,10 @@ def test_a_json_schema_compiles_in_the_gates_worker_and_the_engine_only_loads_it
     library = GrammarLibrary(vocab, cache=tmp_path)
     assert library.on_disk(spec)  # its index lists the files compile_json_schema wrote, all there
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("schema-"))  # one index file
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]  # the worker's build folder is gone
+    (tmp_path / ".schema-build-4242-x").mkdir()  # what a worker killed mid-build (pid 4242) leaves
+    remove_schema_builds(tmp_path, 4242)
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
     m = Matcher(library.get(spec))
     m.advance_many(TokenEncoder(tokenizer, vocab).encode('{"name":"Tom","kind":"cat"}'))
     assert m.allowed_mask()[vocab.eos_token_ids[0]]

@@ -120,6 +120,10 @@ def run_compile_worker(job: dict, limits: ServerLimits) -> None:
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
+    if job.get("schema") is not None and job.get("cache"):  # a worker killed mid-build leaves its folder
+        from .grammar_library import remove_schema_builds
+
+        remove_schema_builds(job["cache"], proc.pid)
     answer = None
     if not wall:
         try:

@@ -40,7 +40,8 @@ from ..limits import server_limits
 from .request import GrammarSpec, RequestError
 
 __all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
-           "known_check", "refuse_file_imports", "remember_check", "schema_index", "shipped_grammar_names"]
+           "known_check", "refuse_file_imports", "remember_check", "remove_schema_builds", "schema_index",
+           "shipped_grammar_names"]
 
 
 def shipped_grammar_names() -> list[str]:
@@ -206,6 +207,15 @@ def schema_index(spec: GrammarSpec, vocab: Vocabulary, cache: bool | str | Path 
     return folder / f"schema-{key}.json"
 
 
+SCHEMA_BUILD_PREFIX = ".schema-build-"  # + the building process's id: what a killed worker leaves is removed
+
+
+def remove_schema_builds(cache: str | Path, pid: int) -> None:
+    """Remove the build folders process `pid` left in a cache folder (a worker killed mid-compile)."""
+    for folder in Path(cache).glob(f"{SCHEMA_BUILD_PREFIX}{pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _schema_files(index: Path) -> list[Path] | None:
     """The cache files an index lists, with the index (None: it is missing, unreadable or one is gone)."""
     try:
@@ -291,7 +301,7 @@ class GrammarLibrary:
             return
         index = schema_index(spec, self.vocab, self.cache)
         index.parent.mkdir(parents=True, exist_ok=True)
-        own = Path(tempfile.mkdtemp(prefix=".schema-build-", dir=index.parent))
+        own = Path(tempfile.mkdtemp(prefix=f"{SCHEMA_BUILD_PREFIX}{os.getpid()}-", dir=index.parent))
         try:
             self._compile(spec, own, eager=True)
             wait_for_cache_writes()

@@ -15,17 +15,14 @@ Two callers, one translation (:func:`constraint_of_fields`):
 What each field becomes (anything else is refused with a :class:`RequestError` naming the field: HTTP
 400, never unconstrained output):
 
-=================================================================  ====================================
-``response_format: {"type": "json_schema", "json_schema": {"schema": S}}``  JSON Schema S
-``response_format: {"type": "json_object"}``, ``structured_outputs.json_object: true``  ``{"type": "object"}``
-``response_format: {"type": "text"}``                              no constraint
-``structured_outputs.json``: S (an object, or its JSON text)         JSON Schema S
-``structured_outputs.regex``: R                                    one terminal /R/: the whole output
-``structured_outputs.choice``: [c1, c2, ...]                       one terminal: exactly one of them
-``structured_outputs.grammar``: G                                  G as a Lark grammar (a one-rule GBNF
-                                                                   choice ``root ::= "a" | "b"`` as that
-                                                                   choice: vLLM rewrites a choice so)
-=================================================================  ====================================
+- ``response_format: {"type": "json_schema", "json_schema": {"schema": S}}``, ``structured_outputs.json: S``
+  (an object, or its JSON text) -> the JSON Schema S;
+- ``response_format: {"type": "json_object"}``, ``structured_outputs.json_object: true`` -> the JSON Schema
+  ``{"type": "object"}``; ``response_format: {"type": "text"}`` -> no constraint;
+- ``structured_outputs.regex: R`` -> one terminal /R/ covering the whole output;
+- ``structured_outputs.choice: [c1, c2, ...]`` -> one terminal, exactly one of the strings;
+- ``structured_outputs.grammar: G`` -> G as a Lark grammar (a one-rule GBNF choice ``root ::= "a" | "b"``
+  as that choice: vLLM rewrites a choice so before a logits processor sees it).
 
 JSON Schemas are compiled by :func:`~cad_outlines.compile_json_schema`, grammars by the Lark path, both in
 a compile worker behind the :class:`~.grammar_gate.GrammarGate`. Sizes are checked here, against the
@@ -181,7 +178,7 @@ def _of_structured_outputs(so, limits: ServerLimits) -> FieldConstraint | None:
         if unknown:
             raise RequestError(f"structured_outputs.{unknown[0][:60]} is not a structured_outputs field (fields: "
                                f"{', '.join(_KINDS + tuple(_OPTIONS))})")
-    elif so is not None and not hasattr(so, "json_object"):
+    elif not hasattr(so, "json_object"):  # vLLM's StructuredOutputsParams has every field
         raise RequestError(f"structured_outputs must be an object, not {type(so).__name__}")
     for option, default in _OPTIONS.items():
         value = _get(so, option)

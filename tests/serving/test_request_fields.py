@@ -93,7 +93,10 @@ def test_a_gbnf_choice_is_read_as_that_choice():
     ({"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True}}, ["disable_any_whitespace"]),
     ({"structured_outputs": {"json": SCHEMA, "disable_additional_properties": True}}, ["disable_additional_"]),
     ({"structured_outputs": {"regex": "a", "whitespace_pattern": " *"}}, ["whitespace_pattern"]),
-    ({"structured_outputs": {"regex": "a", "choice": ["a"]}}, ["regex and choice"]),
+    ({"structured_outputs": {"regex": "a", "choice": ["a"]}},
+     ["structured_outputs.regex and structured_outputs.choice"]),
+    ({"structured_outputs": {"regex": "a"}, "guided": {"choice": ["a"]}}, ["structured_outputs.regex", "guided_choice"]),
+    ({"guided": {"json": SCHEMA, "whitespace_pattern": " "}}, ["guided_whitespace_pattern"]),
     ({"structured_outputs": {"regx": "a"}}, ["structured_outputs.regx"]),
     ({"structured_outputs": {"json": [1]}}, ["structured_outputs.json"]),
     ({"structured_outputs": {"json": "{not json"}}, ["structured_outputs.json", "not valid JSON"]),
@@ -153,6 +156,9 @@ def test_a_chat_body_is_rewritten_into_vllm_xargs():
     assert "response_format" not in body and "structured_outputs" not in body  # vLLM never sees them
     assert body["vllm_xargs"] == {"cad_tag": "t", "other": 1, "cad_json_schema": fields.spec.schema}
     assert ConstraintRequest.from_extra_args(body["vllm_xargs"]).grammar == fields.spec
+    legacy = {"model": "m", "prompt": "x", "guided_choice": ["a", "b"], "guided_decoding_backend": "xgrammar"}
+    assert rewrite_body(legacy).field == "guided_choice"  # vLLM 0.32 would ignore it: unconstrained output
+    assert legacy == {"model": "m", "prompt": "x", "vllm_xargs": {"cad_grammar_text": choice_grammar(["a", "b"])}}
     plain = {"model": "m", "prompt": "x", "response_format": {"type": "text"}}
     assert rewrite_body(plain) is None and plain["response_format"] == {"type": "text"}
     for xargs in ({"cad_grammar": "json"}, "cad_grammar=json"):

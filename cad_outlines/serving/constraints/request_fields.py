@@ -22,7 +22,9 @@ What each field becomes (anything else is refused with a :class:`RequestError` n
 - ``structured_outputs.regex: R`` -> one terminal /R/ covering the whole output;
 - ``structured_outputs.choice: [c1, c2, ...]`` -> one terminal, exactly one of the strings;
 - ``structured_outputs.grammar: G`` -> G as a Lark grammar (a one-rule GBNF choice ``root ::= "a" | "b"``
-  as that choice: vLLM rewrites a choice so before a logits processor sees it).
+  as that choice: vLLM rewrites a choice so before a logits processor sees it);
+- vLLM's removed ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` (which vLLM 0.32
+  ignores, decoding unconstrained) -> as ``structured_outputs``' fields of the same names.
 
 JSON Schemas are compiled by :func:`~cad_outlines.compile_json_schema`, grammars by the Lark path, both in
 a compile worker behind the :class:`~.grammar_gate.GrammarGate`. Sizes are checked here, against the
@@ -49,6 +51,7 @@ REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions", "/invocations")  #
 _GRAMMAR_KEYS = ("cad_grammar", "cad_grammar_text", "cad_json_schema")
 _KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")  # vLLM's constraint kinds
 _OPTIONS = {"disable_any_whitespace": False, "disable_additional_properties": False, "whitespace_pattern": None}
+_GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_whitespace_pattern")
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,8 @@ def _of_response_format(fmt, limits: ServerLimits) -> FieldConstraint | None:
     raise RequestError(f"response_format.type must be 'json_schema', 'json_object' or 'text', not {_shown(kind)}")
 
 
-def _of_structured_outputs(so, limits: ServerLimits) -> FieldConstraint | None:
+def _of_structured_outputs(so, limits: ServerLimits, prefix: str = "structured_outputs.") -> FieldConstraint | None:
+    """`so`'s constraint; `prefix` names its fields in messages (``guided_`` for vLLM's removed fields)."""
     if isinstance(so, dict):
         unknown = sorted(k for k in so if k not in _KINDS and k not in _OPTIONS)
         if unknown:
@@ -183,15 +187,16 @@ def _of_structured_outputs(so, limits: ServerLimits) -> FieldConstraint | None:
     for option, default in _OPTIONS.items():
         value = _get(so, option)
         if value is not None and value != default:
-            raise RequestError(f"structured_outputs.{option}={_shown(value)} is not supported by cad_outlines "
+            raise RequestError(f"{prefix}{option}={_shown(value)} is not supported by cad_outlines "
                                f"(leave it out: JSON whitespace and properties are the JSON Schema front end's)")
-    given = [k for k in _KINDS if _get(so, k) is not None]
+    given = [f"{prefix}{k}" for k in _KINDS if _get(so, k) is not None]
     if len(given) > 1:
-        raise RequestError(f"structured_outputs: give one constraint, not {' and '.join(given)}")
+        raise RequestError(f"give one constraint, not {' and '.join(given)}")
     if not given:
         return None
-    kind, value = given[0], _get(so, given[0])
-    field = f"structured_outputs.{kind}"
+    field = given[0]
+    kind = field[len(prefix):]
+    value = _get(so, kind)
     if kind == "json":
         return _schema_spec(value, field, limits)
     if kind == "json_object":
@@ -211,20 +216,23 @@ def _of_structured_outputs(so, limits: ServerLimits) -> FieldConstraint | None:
                        "json_object are)")
 
 
-def constraint_of_fields(response_format=None, structured_outputs=None, *,
+def constraint_of_fields(response_format=None, structured_outputs=None, *, guided: dict | None = None,
                          limits: ServerLimits | None = None) -> FieldConstraint | None:
-    """The constraint `response_format` (a JSON body's object) and `structured_outputs` (a JSON body's object,
-    or vLLM's ``StructuredOutputsParams``) ask for, None when they ask for none. Raises
+    """The constraint `response_format` (a JSON body's object), `structured_outputs` (a JSON body's object,
+    or vLLM's ``StructuredOutputsParams``) and `guided` (vLLM's removed ``guided_json``, ``guided_regex``,
+    ``guided_choice``, ``guided_grammar``, ``guided_whitespace_pattern`` without their prefix: vLLM 0.32
+    ignores them and decodes unconstrained) ask for, None when they ask for none. Raises
     :class:`RequestError` (HTTP 400) naming the field for anything that cannot be honoured, or that is
     over the server's limits."""
     limits = limits or server_limits()
     if response_format is not None and not isinstance(response_format, dict):
         raise RequestError(f"response_format must be an object, not {type(response_format).__name__}")
-    by_format = _of_response_format(response_format, limits) if response_format is not None else None
-    by_outputs = _of_structured_outputs(structured_outputs, limits) if structured_outputs is not None else None
-    if by_format is not None and by_outputs is not None:
-        raise RequestError(f"give response_format or {by_outputs.field}, not both")
-    return by_format or by_outputs
+    found = [c for c in (_of_response_format(response_format, limits) if response_format is not None else None,
+                         _of_structured_outputs(structured_outputs, limits) if structured_outputs is not None else None,
+                         _of_structured_outputs(guided, limits, "guided_") if guided else None) if c is not None]
+    if len(found) > 1:
+        raise RequestError(f"give {found[0].field} or {found[1].field}, not both: one constraint per request")
+    return found[0] if found else None
 
 
 def _merged_args(extra, constraint: FieldConstraint, carrier: str) -> dict:
@@ -244,12 +252,14 @@ def rewrite_body(body: dict, *, limits: ServerLimits | None = None) -> FieldCons
     """Rewrite a chat or completion request's JSON body in place: its ``response_format`` /
     ``structured_outputs`` are taken out, their constraint goes into ``vllm_xargs``. The constraint
     (None: the body asks for none and is left as it is). Raises :class:`RequestError` naming the field."""
-    constraint = constraint_of_fields(body.get("response_format"), body.get("structured_outputs"), limits=limits)
+    guided = {k[len("guided_"):]: body[k] for k in _GUIDED if k in body}
+    constraint = constraint_of_fields(body.get("response_format"), body.get("structured_outputs"), guided=guided,
+                                      limits=limits)
     if constraint is None:
         return None
     body["vllm_xargs"] = _merged_args(body.get("vllm_xargs"), constraint, "vllm_xargs")
-    body.pop("response_format", None)
-    body.pop("structured_outputs", None)
+    for key in ("response_format", "structured_outputs", "guided_decoding_backend", *_GUIDED):
+        body.pop(key, None)
     return constraint
 
 

@@ -1,9 +1,10 @@
-"""cad_outlines as a vLLM (v1) logits processor: any request gets a Lark grammar.
+"""cad_outlines as a vLLM (v1) logits processor: any request gets a Lark grammar or a JSON Schema.
 
 Start an engine with it (``LLM(..., logits_processors=[CadLogitsProcessor])``, or on a
 server ``--logits-processors cad_outlines.serving:CadLogitsProcessor``); a
 request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (the keys:
-:mod:`cad_outlines.serving.constraints.request`). Requests without ``cad_*`` keys are untouched.
+:mod:`cad_outlines.serving.constraints.request`), or with vLLM's own ``structured_outputs``, which
+``validate_params`` moves into ``extra_args`` (:mod:`.request_fields`). Requests without either are untouched.
 
 - Grammars are compiled once per process for the engine's tokenizer and kept
   (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache). A grammar

@@ -14,7 +14,8 @@ batches their requests: a :class:`~.session_channel.SessionChannel` (vLLM >= 0.3
 edit is ONE ``AsyncLLM.generate`` request with streaming input; copies and forced runs
 are appended to it) or a :class:`Channel` (each segment of the edit is its own request).
 :meth:`AsyncLLMBackend.generate` is plain constrained generation
-(a grammar by name or text, or vLLM's ``structured_outputs``), its grammar compiled by the :class:`~..constraints.grammar_gate.GrammarGate`
+(a grammar by name or text, or vLLM's ``structured_outputs``), its grammar compiled by the
+:class:`~..constraints.grammar_gate.GrammarGate`
 before the request is admitted.
 """
 

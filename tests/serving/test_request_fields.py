@@ -260,6 +260,7 @@ def test_the_middleware_rewrites_chat_bodies_and_names_the_field_it_refuses(smal
                        deep)}}))]
         escaped = asyncio.run(call("/v1/completions", {"prompt": "x", "structured_outputs": {"choice": ["y", "n"]}},
                                    lambda text: text.replace("structured_outputs", "structured\\u005foutputs")))
+        legacy = asyncio.run(call("/v1/completions", {"prompt": "x", "guided_choice": ["y", "n"]}))
         other = asyncio.run(call("/v1/responses", {"input": "x", "structured_outputs": {"regex": "a"}}))
     finally:
         set_server_limits(None)
@@ -273,5 +274,6 @@ def test_the_middleware_rewrites_chat_bodies_and_names_the_field_it_refuses(smal
                                                  ("cad_json_schema", "max_schema_depth")]):
         assert status == 400 and all(w in answer for w in words), answer
     assert escaped[0] == 200 and seen[1][1]["vllm_xargs"] == body["vllm_xargs"]  # a key spelt with \u escapes
+    assert legacy[0] == 200 and seen[2][1] == {"prompt": "x", "vllm_xargs": body["vllm_xargs"]}  # vLLM's removed field
     assert other[0] == 200 and seen[-1][1]["structured_outputs"] == {"regex": "a"}  # not a route we rewrite
-    assert len(seen) == 3
+    assert len(seen) == 4

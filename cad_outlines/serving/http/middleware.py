@@ -46,7 +46,7 @@ __all__ = ["GrammarAdmissionMiddleware", "cad_arguments_of_body", "grammar_of_bo
 log = serving_logger()
 
 _MENTIONS = re.compile(rb"cad(_|%5f)|vllm_xargs|extra_args", re.IGNORECASE)
-_FIELDS = re.compile(rb"response_format|structured_outputs|\\u00[0-7][0-9a-fA-F]")  # or spelt with \u escapes
+_FIELDS = re.compile(rb"response_format|structured_outputs|guided_|\\u00[0-7][0-9a-fA-F]")  # or with \u escapes
 _STRING_KEYS = ("vllm_xargs", "extra_args")  # vLLM parses these from a JSON string too (form fields)
 _PARSE_ON_THREAD = 256 * 1024  # larger bodies are parsed off the event loop
 

@@ -117,11 +117,11 @@ def check_grammar(spec: GrammarSpec) -> None:
     with _CHECKED_LOCK:
         known, refusal = key in _CHECKED, _CHECKED.get(key)
     if not known:
-        source, start = grammar_source_of(spec) if spec.schema is None else (None, None)
         try:
             if spec.schema is not None:
                 _check_schema(spec.schema)
             else:
+                source, start = grammar_source_of(spec)  # an unknown name: refused (and remembered) too
                 refuse_file_imports(spec)
                 _check_loads(source, start)
         except MemoryError:  # a limit of this process, not a verdict on the grammar

@@ -246,8 +246,8 @@ def test_edit_with_a_tokenizer_that_is_not_the_models(capsys, tmp_path):
     doc = tmp_path / "d.txt"
     doc.write_text("a\n")
     code = main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--tokenizer", str(GPT2)])
-    one_line_error(capsys, code, "has 50257 tokens", "has 512 (config.json vocab_size)",
-                   "does not belong to this model", "--tokenizer")
+    one_line_error(capsys, code, "has 50257 tokens", "the model has 512 (its vocab_size)",
+                   "does not belong to model", "--tokenizer")
 
 
 @pytest.mark.parametrize("flag, value, words", [
@@ -344,8 +344,9 @@ def test_edit_never_writes_a_program_that_deletes_every_line(where, capsys, tmp_
     """An empty program is a complete edit that deletes the document: not written without --allow-delete-all."""
     from cad_outlines.generators.copy_decode import CopyEditor
 
-    monkeypatch.setattr(CopyEditor, "edit", lambda self, document, instruction, **kw: self.execute(document,
-                                                                                                   "</program>"))
+    edit = CopyEditor.edit  # the model writes the empty program (teacher-forced)
+    monkeypatch.setattr(CopyEditor, "edit", lambda self, document, instruction, **kw: edit(
+        self, document, instruction, **{**kw, "script": "</program>"}))
     doc, out = tmp_path / "d.txt", tmp_path / "new.txt"
     doc.write_text("a\nb\n")
     args = ["edit", str(doc), "--instruction", "x", "--model", str(MODEL)]

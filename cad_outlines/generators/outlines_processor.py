@@ -18,12 +18,12 @@ import numpy as np
 
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
-from ..engine.compile import compile_grammar
+from ..engine.compile import compile_grammar, compile_json_schema
 from ..engine.compiled_grammar import CompiledGrammar
-from ..engine.json_schema import compile_json_schema, regex_grammar
 from ..engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
 from ..engine.vocabulary import Vocabulary
 from ..decoding.logits import apply_token_bitmask_inplace
+from ..grammars import regex_grammar
 
 __all__ = ["CFGLogitsProcessor", "cfg_generator", "outlines_generator", "output_type_processor",
            "vocabulary_for_outlines_model"]
@@ -100,8 +100,8 @@ def output_type_processor(model, output_type, **compile_options) -> CFGLogitsPro
     if isinstance(term, CFG):
         compiled = compile_grammar(term.definition, vocab, **compile_options)
     elif isinstance(term, JsonSchema):
-        if term.whitespace_pattern is not None:
-            compile_options = {"whitespace_pattern": term.whitespace_pattern, **compile_options}
+        if term.whitespace_pattern is not None:  # Outlines' whitespace regex: the front end takes one as `whitespace`
+            compile_options = {"whitespace": term.whitespace_pattern, **compile_options}
         compiled = compile_json_schema(term.schema, vocab, **compile_options)
     else:
         compiled = compile_grammar(regex_grammar(to_regex(term), terminal="OUTPUT"), vocab, **compile_options)

@@ -40,7 +40,6 @@ class ServerLimits:
     max_ids: int = 32768  # cad_program_ids and cad_script_ids, each (replayed in the engine step)
     max_grammar_text_bytes: int = 256 * 1024  # cad_grammar_text (UTF-8), and a grammar a request field becomes
     max_schema_bytes: int = 1 * MiB  # a JSON Schema (cad_json_schema, response_format, structured_outputs.json)
-    max_schema_depth: int = 64  # objects and arrays nested in a JSON Schema document (as vLLM's own check)
     max_string_chars: int = 256  # cad_start, cad_session, cad_tag, cad_grammar
     max_n_lines: int = 10_000_000  # cad_n_lines
     max_stop_at_forced: int = 4096  # cad_stop_at_forced

@@ -68,17 +68,19 @@ def test_outlines_output_types_run_on_our_engine(outlines_model, tmp_path):
     import jsonschema
     import outlines
     import torch
-    from pydantic import BaseModel, Field
+    from pydantic import BaseModel, ConfigDict, Field
 
     from cad_outlines import CFGLogitsProcessor, outlines_generator
 
-    class Pet(BaseModel):
+    class Pet(BaseModel):  # closed (additionalProperties: false), so a tiny model's output stays short
+        model_config = ConfigDict(extra="forbid")
         name: str = Field(max_length=8)
         kind: Literal["cat", "dog", "bird"]
         happy: bool
 
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
-              "required": ["n", "ok"]}
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": -9, "maximum": 99},
+                                               "ok": {"type": "boolean"}},
+              "required": ["n", "ok"], "additionalProperties": False}
     sentence = 'start: "Lily" " " ("saw" | "had") " " ("a ball" | "the sun") "."'
     checks = [
         (Pet, Pet.model_validate_json),
@@ -101,7 +103,7 @@ def test_an_output_type_our_engine_cannot_compile_is_refused_not_unconstrained(o
     from cad_outlines import output_type_processor
 
     lookbehind = '{"type": "string", "pattern": "(?<=a)b"}'  # a valid schema; no exact grammar for it here
-    with pytest.raises(ValueError, match=r"\(\?<=a\)b|pattern"):
+    with pytest.raises(ValueError, match="lookbehind"):
         output_type_processor(outlines_model, outlines.types.JsonSchema(lookbehind), cache=False)
     with pytest.raises(ValueError, match="output type"):
         output_type_processor(outlines_model, None)

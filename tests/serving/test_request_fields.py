@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import lark
 import pytest
 
+from cad_outlines.limits import Limits
 from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
 from cad_outlines.serving.constraints.admission import AdmissionError, admit
 from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar, remove_schema_builds
@@ -117,7 +118,7 @@ def test_what_cannot_be_honoured_is_refused_naming_the_field(fields, words):
 
 
 def test_hostile_sizes_are_refused_at_admission_naming_the_field_and_the_limit():
-    tight = ServerLimits(max_schema_bytes=2000, max_schema_depth=8, max_grammar_text_bytes=500)
+    tight = ServerLimits(max_schema_bytes=2000, max_grammar_text_bytes=500, compile=Limits(max_schema_depth=8))
     deep = {"type": "object"}
     for _ in range(10):
         deep = {"type": "object", "properties": {"a": deep}}
@@ -145,7 +146,7 @@ def test_hostile_sizes_are_refused_at_admission_naming_the_field_and_the_limit()
         admit({"cad_json_schema": json.dumps(huge)}, limits=tight)  # (its nesting: the middleware's, below)
     python_stops = '{"a":' * 5000 + "1" + "}" * 5000  # deeper than Python's parser reads: refused all the same
     with pytest.raises(AdmissionError, match="structured_outputs.json.*max_schema_depth"):
-        constraint_of_fields(structured_outputs={"json": python_stops}, limits=ServerLimits(max_schema_depth=8))
+        constraint_of_fields(structured_outputs={"json": python_stops}, limits=ServerLimits(compile=Limits(max_schema_depth=8)))
 
 
 def test_a_chat_body_is_rewritten_into_vllm_xargs():
@@ -216,7 +217,7 @@ def test_the_middleware_rewrites_chat_bodies_and_names_the_field_it_refuses(smal
     from cad_outlines.serving.limits import set_server_limits
 
     monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path))
-    set_server_limits(ServerLimits(max_schema_depth=8))
+    set_server_limits(ServerLimits(compile=Limits(max_schema_depth=8)))
     config = SimpleNamespace(tokenizer=str(small_data / "models/stories260K_hf"), get_vocab_size=lambda: 512)
     app_state = SimpleNamespace(state=SimpleNamespace(vllm_config=SimpleNamespace(model_config=config)))
     seen = []

@@ -279,7 +279,7 @@ SCHEMA_ATTACKS = [  # (the request's structured-output fields, a word of the ref
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "huge", "schema": {
         "type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(9000)}}}}},
      "response_format.json_schema.schema.*max_schema_bytes"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": _nested(200)}}},
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": _nested(300)}}},
      "max_schema_depth"),
     ({"structured_outputs": {"json": '{"type": "object", "properties": {"a": ' * 4000 + "{}" + "}}" * 4000}},
      "structured_outputs.json.*max_schema_depth"),  # deeper than Python's JSON parser reads

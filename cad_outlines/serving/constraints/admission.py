@@ -114,7 +114,7 @@ def text_bytes(text: str, cap: int) -> int:
 def check_schema_text(text: str, key: str, limits: ServerLimits | None = None):
     """The JSON Schema sent as `text` under `key` (a ``cad_json_schema`` or a request field), parsed:
     at most ``max_schema_bytes`` of UTF-8, valid JSON, a JSON object, objects and arrays nested at most
-    ``max_schema_depth`` deep (checked without recursion). Raises :class:`AdmissionError` or
+    ``max_schema_depth`` deep (the compile limit; checked without recursion). Raises :class:`AdmissionError` or
     :class:`RequestError` naming `key`. A parse and a walk (about 20 ms for a 1 MB schema): the frontend
     runs it once per request, off the event loop for a large one (:func:`check_limits` checks only the
     size, as the engine's second line does: the engine never parses a schema, it loads what a worker compiled)."""
@@ -125,7 +125,8 @@ def check_schema_text(text: str, key: str, limits: ServerLimits | None = None):
     try:
         schema = json.loads(text)
     except RecursionError:  # deeper than Python's own parser goes: far over any depth limit
-        raise AdmissionError(key, "max_schema_depth", f"{sys.getrecursionlimit()}+", limits.max_schema_depth) from None
+        raise AdmissionError(key, "max_schema_depth", f"{sys.getrecursionlimit()}+",
+                             limits.compile.max_schema_depth) from None
     except ValueError as e:
         raise RequestError(f"{key}: the JSON Schema is not valid JSON: {e}") from None
     check_schema_value(schema, key, limits)
@@ -133,14 +134,16 @@ def check_schema_text(text: str, key: str, limits: ServerLimits | None = None):
 
 
 def check_schema_value(schema, key: str, limits: ServerLimits) -> None:
-    """A parsed JSON Schema is an object nested at most ``max_schema_depth`` deep (see :func:`check_schema_text`)."""
+    """A parsed JSON Schema is an object nested at most ``max_schema_depth`` deep (the compile's own limit,
+    checked here before the compile, naming the request's key: see :func:`check_schema_text`)."""
     if not isinstance(schema, dict):
         raise RequestError(f"{key}: a JSON Schema must be a JSON object, not {type(schema).__name__}")
+    maximum = limits.compile.max_schema_depth
     level, depth = [schema], 1
-    while level:
+    while level and maximum is not None:
         level = [c for node in level for c in (node.values() if isinstance(node, dict) else node)
                  if isinstance(c, (dict, list))]
         if level:
             depth += 1
-            if depth > limits.max_schema_depth:
-                raise AdmissionError(key, "max_schema_depth", depth, limits.max_schema_depth)
+            if depth > maximum:
+                raise AdmissionError(key, "max_schema_depth", depth, maximum)

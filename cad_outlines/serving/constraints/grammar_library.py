@@ -24,8 +24,7 @@ from pathlib import Path
 
 from ... import _version
 from ...engine import compile as compile_module
-from ...engine.compile import cached_path, compile_grammar, wait_for_cache_writes
-from ...engine.json_schema import compile_json_schema
+from ...engine.compile import cached_path, compile_grammar, compile_json_schema, wait_for_cache_writes
 from ...engine.compiled_grammar import CompiledGrammar
 from ...engine.frontend.grammar_checks import check_language
 from ...engine.frontend.grammar_load import load_rules

@@ -38,7 +38,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from ...engine.json_schema import regex_grammar
+from ...grammars import regex_grammar
 from ..limits import ServerLimits, server_limits
 from .admission import AdmissionError, check_schema_text, check_schema_value, text_bytes
 from .request import ConstraintRequest, GrammarSpec, RequestError

@@ -9,7 +9,8 @@ adds -- goes through it, whatever its path:
 1. The body is read with a size limit (``max_body_bytes``: 413 above it), in linear time.
 2. A chat or completion request (``/v1/chat/completions``, ``/v1/completions``, ``/invocations``) that
    asks for structured output the usual way -- ``response_format`` (``json_schema``, ``json_object``) or
-   ``structured_outputs`` (``json``, ``regex``, ``choice``, ``grammar`` as Lark, ``json_object``) -- is
+   ``structured_outputs`` (``json``, ``regex``, ``choice``, ``grammar`` as Lark, ``json_object``; vLLM's
+   removed ``guided_*`` fields too) -- is
    rewritten: those fields are taken out of the body and their constraint goes into its ``vllm_xargs``
    (:func:`~..constraints.request_fields.rewrite_body`), so our engine decodes it and vLLM's own
    structured-output backend never sees it; what cannot be honoured is answered 400 naming the field.
@@ -137,11 +138,11 @@ class GrammarAdmissionMiddleware:
         if body is None:  # the client went away
             return
         try:
-            rewritten = await self._rewrite(scope, body)
+            fields, rewritten = None, await self._rewrite(scope, body)
             if rewritten is not None:
                 body, fields = rewritten
                 scope = _with_length(scope, len(body))
-            await self._admit(scope, body, fields if rewritten is not None else None)
+            await self._admit(scope, body, fields)
         except CadOutlinesError as e:  # RequestError, ResourceLimitError...: this request's fault or a limit
             log.info("cad_outlines: %s %s refused: %s", scope.get("method"), scope.get("path"), e)
             await _error(send, 400, str(e))

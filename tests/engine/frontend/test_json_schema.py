@@ -131,6 +131,20 @@ def test_property_order_follows_the_schema(vocab):
     assert accepts(g, vocab, '{"b": 2, "c": 3}')
 
 
+def test_schemas_differing_only_in_property_order_each_keep_their_order(vocab, tmp_path):
+    """The compile cache and the sub-schema rules were keyed by sorted JSON: the second schema got the first's
+    order and rejected its own (found with the vLLM request fields). Nested, in the same process and cache."""
+    for cache in (False, tmp_path):
+        for outer in ("x", "y"):
+            ab = {"type": "object", "properties": {outer: {"type": "object", "properties": {"a": {}, "b": {}}}}}
+            ba = {"type": "object", "properties": {outer: {"type": "object", "properties": {"b": {}, "a": {}}}}}
+            g_ab = compile_json_schema(ab, vocab, cache=cache)
+            g_ba = compile_json_schema(ba, vocab, cache=cache)
+            assert accepts(g_ab, vocab, f'{{"{outer}": {{"a": 1, "b": 2}}}}')
+            assert accepts(g_ba, vocab, f'{{"{outer}": {{"b": 2, "a": 1}}}}')
+            assert not accepts(g_ba, vocab, f'{{"{outer}": {{"a": 1, "b": 2}}}}')
+
+
 def test_colliding_terminals_stay_exact(vocab):
     """A key's text as a string value, a pattern string beside any string, overlapping patterns and
     overlapping number ranges: the lexer's first-match choice never loses a valid text."""

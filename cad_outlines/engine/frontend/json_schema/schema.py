@@ -64,9 +64,12 @@ class Sub:
 
     @functools.cached_property
     def key(self) -> str:
+        """Equal keys, equal rules: the schema's JSON in its own key order, since the order of
+        ``properties`` is the order the grammar writes them in (sorted keys would let two schemas that
+        differ only in that order share one rule)."""
         if self.parts:
-            return "&".join(sorted({p.key for p in self.parts}))
-        return canonical(_strip(self.schema))
+            return "&".join(p.key for p in self.parts)
+        return json.dumps(_strip(self.schema), separators=(",", ":"), ensure_ascii=False)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Sub) and self.key == other.key

@@ -108,6 +108,12 @@ CASES = [
     ({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}},
                 {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}]},
      [{}, {"a": "x"}, {"b": 1}, {"a": "x", "b": 1}, {"a": 1, "b": 1}, {"b": "s"}, {"c": 1}]),
+    # a bare `required` beside an overlapping oneOf does not move its name ahead of the declared order
+    # (MaskBench Github_trivial---o25751)
+    ({"type": "object", "required": ["b"], "oneOf": [
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        {"properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}]},
+     [{"a": 1, "b": 2}, {"a": "x", "b": 2}, {"b": 2}, {"a": 1}, {"a": None, "b": 1}]),
     # not of objects, arrays, strings, numbers; not not
     ({"not": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
      [{}, {"a": 1}, {"a": "x"}, {"b": 1, "a": 2}, {"a": 1, "b": 2}, 3, "s", [1]]),

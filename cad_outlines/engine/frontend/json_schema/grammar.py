@@ -768,7 +768,10 @@ class _ObjectProduct(_Product):
         super().__init__(*a)
         lf = self.lf
         self.own = self.t is not None and self.t.monotone and len(self.members) > 1
-        self.G = tuple(dict.fromkeys(n for i in self.members for n in lf[i].names))
+        # declared properties first, in the members' order, then names only required (as merge orders them:
+        # a bare `required` beside a oneOf of `properties` does not move its names ahead)
+        self.G = tuple(dict.fromkeys([n for i in self.members for n, _ in lf[i].b.props] +
+                                     [n for i in self.members for n in lf[i].names]))
         self.all_names = frozenset(self.G)
         bounds = [lf[i].b.min_props for i in self.members] + \
             [lf[i].b.max_props + 1 for i in self.members if lf[i].b.max_props is not None]

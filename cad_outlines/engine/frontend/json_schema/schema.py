@@ -56,7 +56,7 @@ def canonical(x: Any) -> str:
 @dataclass(frozen=True, eq=False)
 class Sub:
     """A sub-schema to compile on demand: its JSON (``True``/``False`` or an object), where it is,
-    and for a merge its parts (their conjunction). Equal when their keys (canonical JSON) are."""
+    and for a merge its parts (their conjunction). Equal when their keys are."""
 
     schema: Any
     pointer: str

@@ -611,8 +611,12 @@ Entry = tuple[int, frozenset]  # (CHAR or MATCH node, pending guards)
 
 
 class _Determinizer:
-    def __init__(self, nfa: _NFA, start: int, mode: str):
+    def __init__(self, nfa: _NFA, start: int, mode: str, work_per_state: int | None = None):
         self.nfa = nfa
+        # with a bound: the NFA positions summed over the DFA states built may reach this many per state
+        # max_dfa_states allows (an unanchored `[^y]{32000}` holds ~i positions in its i-th state: minutes of
+        # subset construction before the state count itself reached the limit)
+        self.work_per_state = work_per_state
         self.nodes = nfa.nodes
         self.csets = nfa.csets
         self.mode = mode
@@ -799,12 +803,21 @@ class _Determinizer:
         accept: list[bool] = []
         block: list[Cset] = []
         max_states = active_limits().max_dfa_states
+        budget = max_states * self.work_per_state if max_states is not None and self.work_per_state else None
+        work = 0
         i = 0
         while i < len(states):
             st = states[i]
             i += 1
             if not i & 63:
                 check_deadline("a terminal's DFA")
+            if budget is not None:
+                work += len(st)
+                if work > budget:
+                    raise ResourceLimitError("max_dfa_states", work, budget,
+                                             what=f"pattern's DFA construction (NFA positions visited, at most "
+                                             f"{self.work_per_state} per state max_dfa_states allows)",
+                                             how=_how("max_dfa_states"))
             acc, blk = self.acceptance(st)
             accept.append(acc)
             block.append(blk)
@@ -1024,6 +1037,7 @@ def _compile(pattern: str, flags: int, semantics: str) -> ByteDFA:
 
 
 CodepointDFA = tuple[list[list[tuple[int, int, int]]], list[bool]]  # per state sorted (lo, hi, target); accepting
+_PATTERN_WORK = 100  # NFA positions per allowed DFA state (1M at the default max_dfa_states: ~2 s)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1039,7 +1053,8 @@ def regex_to_codepoint_dfa(pattern: str, flags: int = 0, text_anchors: bool = Fa
     nfa.locate(parsed)
     match = nfa.add((_MATCH,))
     start = nfa.seq(parsed, parsed.state.flags, match, False)
-    trans, accept, block = _Determinizer(nfa, start, "full").run()
+    # a user's pattern (text anchors: the JSON Schema front end) has its construction work bounded too
+    trans, accept, block = _Determinizer(nfa, start, "full", _PATTERN_WORK if text_anchors else None).run()
     if any(block):  # full semantics resolves every lookahead inside the text
         raise UnsupportedRegex("lookahead", None, "it reaches past the end of the text")
     return trans, accept

@@ -241,7 +241,9 @@ def test_number_automaton_is_exact(data):
 @given(st.sampled_from(["^a+$", "ab", "^x", "y$", "a|^b", "[0-9]{2,3}", "^(?:foo|bar)-[a-z]*$",
                         # anchors inside groups and repeats, MULTILINE, \\A and \\Z (MaskBench has these)
                         "(^[a-b0-9-]+$)", "^$|(^(?:\\S+\\s+){0,2}\\S+$)", "(^a.+)|(^[0-9]+)", "^([^,]+(,|$)){2,}$",
-                        "(a|^b)x", "(?m)^a$", "\\Aab\\Z", "ab|ba|fo"]),
+                        "(a|^b)x", "(?m)^a$", "\\Aab\\Z", "ab|ba|fo",
+                        # a lookbehind sees the string's own characters (none before its start)
+                        "(?<=a)b", "(?<!a)b", "^(?<!x)a", "(?<=[0-9])x$"]),
        st.text(alphabet="abxy019-fo\nr ,", max_size=8))
 def test_pattern_has_search_semantics(pattern, s):
     dfa = S.json_string_dfa(S.pattern_dfa(pattern))
@@ -371,6 +373,10 @@ def test_generated_valid_instances_are_accepted(vocab, index):
     ({"properties": {"h": {"type": "string", "format": "hostname"}}}, "format", "/properties/h/format"),
     ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
     ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
+    ({"properties": {"p": {"type": "string", "pattern": "(a)\\1"}}}, "pattern", "/properties/p/pattern"),
+    ({"type": "string", "pattern": "x(?<=ab)"}, "pattern", "/pattern"),
+    ({"type": "string", "pattern": "["}, "pattern", "/pattern"),
+    ({"type": "object", "patternProperties": {"(x)\\1": {}}}, "patternProperties", "/patternProperties/(x)\\1"),
 ])
 def test_refusals_name_the_keyword_and_pointer(vocab, schema, keyword, pointer):
     with pytest.raises(SchemaError) as e:
@@ -406,6 +412,10 @@ def test_hostile_schemas_stop_within_the_limits(vocab):
         compile_json_schema(deep, vocab, cache=False)
     with pytest.raises((ResourceLimitError, SchemaError)):
         compile_json_schema({"type": "string", "pattern": "^(a|b)*a(a|b){40}$"}, vocab, cache=False)
+    # a long counted repeat is refused before its subset construction (minutes), naming keyword and pointer
+    with pytest.raises(ResourceLimitError, match="max_dfa_states") as e:
+        compile_json_schema({"properties": {"p": {"pattern": "[^y]{32000}"}}}, vocab, cache=False)
+    assert "pattern at '/properties/p/pattern'" in str(e.value)
     # the compile's clock: a zero budget stops it at its first check, lazy or eager (values unique to this test,
     # so no earlier test's terminal memo lets the lazy compile skip the loops that check it)
     many = {"type": "object",

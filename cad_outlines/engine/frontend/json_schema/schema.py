@@ -371,6 +371,7 @@ class SchemaDoc:
         if "pattern" in s:
             if not isinstance(s["pattern"], str):
                 raise SchemaError("pattern", f"{ptr}/pattern", "pattern must be a string")
+            _check_pattern(s["pattern"], "pattern", f"{ptr}/pattern")
             b = replace(b, patterns=(s["pattern"],))
         if "format" in s and isinstance(s["format"], str):
             from .formats import checked_format
@@ -448,6 +449,8 @@ class SchemaDoc:
         if pp:
             if not isinstance(pp, dict):
                 raise SchemaError("patternProperties", f"{ptr}/patternProperties", "must be an object")
+            for k in pp:
+                _check_pattern(k, "patternProperties", f"{ptr}/patternProperties/{_esc(k)}")
             b = replace(b, pattern_props=tuple((k, Sub(v, f"{ptr}/patternProperties/{_esc(k)}"))
                                                for k, v in pp.items()))
         if "minProperties" in s:
@@ -541,6 +544,25 @@ def merge(x: Basic, y: Basic) -> Basic | None:
         additional=conj(x.additional, y.additional), pattern_props=pp,
         min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props),
         checks=tuple(dict.fromkeys(x.checks + y.checks)), pointer=x.pointer)
+
+
+def _check_pattern(pattern: str, keyword: str, ptr: str) -> None:
+    """`pattern` compiled now (cached for the lexicon), so that a pattern without an exact automaton, or one
+    past a limit, is refused naming the keyword and its JSON pointer."""
+    import re
+
+    from ....errors import ResourceLimitError
+    from .strings import UnsupportedRegex, pattern_dfa
+
+    try:
+        pattern_dfa(pattern)
+    except re.error as e:
+        raise SchemaError(keyword, ptr, f"{pattern!r} is not a valid regex: {e}") from None
+    except UnsupportedRegex as e:
+        raise SchemaError(keyword, ptr, f"{pattern!r} has no exact automaton ({e.construct}: {e.reason})") from None
+    except ResourceLimitError as e:
+        raise ResourceLimitError(e.limit, e.value, e.maximum, what=f"keyword {keyword} at {ptr!r}, {pattern[:60]!r}",
+                                 how=e.how) from None
 
 
 def _refuse(keyword: str, ptr: str, why: str):

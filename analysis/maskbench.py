@@ -48,6 +48,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jsb", required=True, help="a clone of github.com/guidance-ai/jsonschemabench")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--tokenizers", default="qwen2.5,llama3", help="folders under the shared data's tokenizers/")
+    parser.add_argument("--engines-for", default="",
+                        help="engines for some tokenizers only, e.g. 'llama3:ours,llguidance' (';' between tokenizers; "
+                             "default: every engine for every tokenizer)")
     parser.add_argument("--maskbench-per-category", type=int, default=0,
                         help="MaskBench schemas per category (0: all)")
     parser.add_argument("--jsb-per-category", type=int, default=30,
@@ -320,11 +323,15 @@ def run(args) -> int:
     data = _data()
     cache = Path(args.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
+    only = {t: set(es.split(",")) for t, es in (part.split(":", 1) for part in args.engines_for.split(";") if part)}
     results: dict = {}
+    computed = 0
     started = time.perf_counter()
     for tok in toks:
         tokdir = data / "tokenizers" / tok
         for engine in engines:
+            if tok in only and engine not in only[tok]:
+                continue
             ver = _version(engine)
             w = _Worker(engine, tokdir, args.whitespace)
             for corpus, files in (("MaskBench", mb), ("JSONSchemaBench", js)):
@@ -338,10 +345,11 @@ def run(args) -> int:
                     else:
                         res = w.run(str(f), args.timeout)
                         cpath.write_text(json.dumps(res))
+                        computed += 1
                     results[(tok, engine, corpus, _category(f, corpus == "MaskBench"), f.name)] = res
             w.stop()
     elapsed = time.perf_counter() - started
-    text = _report(args, results, engines, toks, len(mb), len(js), elapsed)
+    text = _report(args, results, engines, toks, len(mb), len(js), elapsed, computed)
     print(text)
     write_report(args.out_dir, "maskbench", "MaskBench and JSONSchemaBench: JSON Schema engines side by side", text,
                  "python -m analysis maskbench " + " ".join(sys.argv[2:]))
@@ -352,7 +360,7 @@ def _pct(xs, q) -> str:
     return f"{np.percentile(xs, q):,.2f}" if len(xs) else "-"
 
 
-def _report(args, results, engines, toks, n_mb, n_js, elapsed) -> str:
+def _report(args, results, engines, toks, n_mb, n_js, elapsed, computed) -> str:
     import platform
 
     from .engine_bench import _version as pkg_version
@@ -361,7 +369,9 @@ def _report(args, results, engines, toks, n_mb, n_js, elapsed) -> str:
              f"llguidance {pkg_version('llguidance')}, xgrammar {pkg_version('xgrammar')}, outlines-core "
              f"{pkg_version('outlines_core')}; ours with whitespace={args.whitespace!r}. {n_mb} MaskBench schemas, "
              f"{n_js} JSONSchemaBench schemas (`--jsb-per-category {args.jsb_per_category}` per category, seed "
-             f"{args.seed}); {args.timeout:g} s per schema and engine; {elapsed / 60:.1f} min in all.", "",
+             f"{args.seed}); {args.timeout:g} s per schema and engine; {elapsed / 60:.1f} min in all, {computed} of "
+             f"{len(results)} results computed in this run (the rest read from the cache, keyed by engine version, "
+             f"tokenizer, options and schema).", "",
              "Coverage: schemas compiled (time-outs count as not compiled). TTFM: compile + first mask, ms, over "
              "the schemas the engine compiled (wall clock; CPU: the worker process's CPU time, all its threads, "
              "which a loaded machine does not inflate). Mask: per token during teacher forcing, us. "

@@ -326,6 +326,7 @@ def run(args) -> int:
     only = {t: set(es.split(",")) for t, es in (part.split(":", 1) for part in args.engines_for.split(";") if part)}
     results: dict = {}
     computed = 0
+    load_start = os.getloadavg()[0]
     started = time.perf_counter()
     for tok in toks:
         tokdir = data / "tokenizers" / tok
@@ -349,6 +350,7 @@ def run(args) -> int:
                     results[(tok, engine, corpus, _category(f, corpus == "MaskBench"), f.name)] = res
             w.stop()
     elapsed = time.perf_counter() - started
+    args.load = (load_start, os.getloadavg()[0])
     text = _report(args, results, engines, toks, len(mb), len(js), elapsed, computed)
     print(text)
     write_report(args.out_dir, "maskbench", "MaskBench and JSONSchemaBench: JSON Schema engines side by side", text,
@@ -371,7 +373,9 @@ def _report(args, results, engines, toks, n_mb, n_js, elapsed, computed) -> str:
              f"{n_js} JSONSchemaBench schemas (`--jsb-per-category {args.jsb_per_category}` per category, seed "
              f"{args.seed}); {args.timeout:g} s per schema and engine; {elapsed / 60:.1f} min in all, {computed} of "
              f"{len(results)} results computed in this run (the rest read from the cache, keyed by engine version, "
-             f"tokenizer, options and schema).", "",
+             f"tokenizer, options and schema). Load average {args.load[0]:.1f} at the start, {args.load[1]:.1f} at the "
+             f"end, on {os.cpu_count()} cores: above the core count, wall times include waiting for other processes "
+             "(the CPU column does not).", "",
              "Coverage: schemas compiled (time-outs count as not compiled). TTFM: compile + first mask, ms, over "
              "the schemas the engine compiled (wall clock; CPU: the worker process's CPU time, all its threads, "
              "which a loaded machine does not inflate). Mask: per token during teacher forcing, us. "

@@ -431,6 +431,8 @@ def _correctness_on_common(results, engines, toks) -> list[str]:
     for tok in toks:
         llg = {k[4] for k, r in results.items() if k[:3] == (tok, "llguidance", "MaskBench") and "ttfm_ms" in r}
         for engine in engines:
+            if not any(k[:3] == (tok, engine, "MaskBench") for k in results):
+                continue  # not run with this tokenizer (--engines-for)
             for inside in (True, False):
                 tests = [t for k, r in results.items() if k[:3] == (tok, engine, "MaskBench") and "ttfm_ms" in r
                          and (k[4] in llg) == inside for t in r.get("tests", [])]

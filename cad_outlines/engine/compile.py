@@ -15,13 +15,14 @@ import lark
 
 from ..errors import GrammarError
 from ..grammars import grammar_source
-from ..limits import Limits, check_deadline, check_limit, enforcing
+from ..limits import DEFAULT_LIMITS, Limits, check_deadline, check_limit, enforcing
 from .compiled_grammar import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
 from .store.flat_grammar import FlatFileError, FlatGrammar, flatten_lazy, lazy_lexer_arrays
-from .frontend.grammar_checks import check_language, missing_start_error
+from .frontend.grammar_checks import check_language, missing_start_error, produced_terminals
 from .frontend.grammar_load import LoadedGrammar, load_rules, postlexer
 from .frontend.lalr import parse_tables
+from .frontend.parser_loops import check_parser_loops
 from .store.grammar_analysis import GrammarAnalysis, LRGame
 from .store.lexer import ConfigTable, Lexer
 from .store.mask_store import MaskStore
@@ -150,11 +151,15 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     start rule or an empty language. `limits` (:class:`~cad_outlines.limits.Limits`, default
     ``Limits()``) bounds what the compile may cost (grammar size, literals, terminals, DFA states, lexer
     configurations, store rows, cache file size, wall time): exceeding one raises
-    :class:`~cad_outlines.errors.ResourceLimitError` naming it.
+    :class:`~cad_outlines.errors.ResourceLimitError` naming it; its decode-time fields bound every call of
+    the grammar's matchers (:class:`~cad_outlines.engine.matcher.Matcher`).
     """
     with enforcing(limits):
-        return _compile_grammar(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex, cache=cache,
-                                progress=show_progress(progress), streamline=streamline, lazy=lazy, profile=profile)
+        compiled = _compile_grammar(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
+                                    cache=cache, progress=show_progress(progress), streamline=streamline, lazy=lazy,
+                                    profile=profile)
+    compiled.limits = limits if limits is not None else DEFAULT_LIMITS
+    return compiled
 
 
 def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
@@ -271,6 +276,7 @@ def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postle
             check_language(lk, spec, start)
         with prof.phase("parse tables"):
             tables = parse_tables(lk.rules, start)
+            check_parser_loops(tables, produced_terminals(lk, spec))
     except GrammarError as e:
         raise (e if lk.name == "grammar" else e.in_file(lk.name)) from e.__cause__
     pl = lk.options.postlex

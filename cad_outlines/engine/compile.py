@@ -32,8 +32,8 @@ from .store.streamline import streamline as streamline_store
 from .store.lexer import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "wait_for_cache_writes", "grammar_fingerprint", "cache_dir", "source_key",
-           "cached_path"]
+__all__ = ["load_lark", "compile_grammar", "validate_grammar", "wait_for_cache_writes", "grammar_fingerprint",
+           "cache_dir", "source_key", "cached_path"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
@@ -262,6 +262,13 @@ def _wait_for_save(path: Path) -> None:
         t = _SAVING.pop(path, None)
     if t is not None:
         t.join()
+
+
+def validate_grammar(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> None:
+    """Every check a compile makes before any vocabulary work (lark reads the grammar, every terminal
+    compiles, the language is not empty, the LALR tables have no conflict and no reachable cycle of
+    reductions), under the active limits: raises what :func:`compile_grammar` would."""
+    _grammar_phases(grammar, start, import_paths, postlex, CompileProfile())
 
 
 def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postlex, prof: CompileProfile):

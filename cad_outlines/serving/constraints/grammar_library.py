@@ -15,13 +15,9 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ...engine.compile import cached_path, compile_grammar
+from ...engine.compile import cached_path, compile_grammar, validate_grammar
 from ...engine.compiled_grammar import CompiledGrammar
-from ...engine.frontend.grammar_checks import check_language
-from ...engine.frontend.grammar_load import load_rules
-from ...engine.frontend.lalr import parse_tables
 from ...engine.frontend.terminals import GrammarCompileError
-from ...engine.store.lexer import lexer_spec_from_lark
 from ...engine.vocabulary import Vocabulary
 from ...errors import GrammarError, ResourceLimitError
 from ...grammars import available_grammars, grammar_path
@@ -118,13 +114,11 @@ def check_grammar(spec: GrammarSpec) -> None:
 
 
 def _check_loads(source, start) -> None:
-    """What a compile checks before any vocabulary work: lark reads the grammar, every
-    terminal compiles, the language is not empty, the LALR tables have no conflict."""
+    """What a compile checks before any vocabulary work (:func:`~cad_outlines.engine.compile.validate_grammar`:
+    lark reads the grammar, every terminal compiles, the language is not empty, the LALR tables have no
+    conflict and no cycle of reductions the parser can reach)."""
     with enforcing(server_limits().compile):  # the library's limits (CAD_OUTLINES_MAX_*), as in the compile
-        lk = load_rules(source, start=start)
-        spec = lexer_spec_from_lark(lk)
-        check_language(lk, spec, lk.options.start[0])
-        parse_tables(lk.rules, lk.options.start[0])
+        validate_grammar(source, start=start)
 
 
 def known_check(spec: GrammarSpec) -> tuple[bool, str | None]:

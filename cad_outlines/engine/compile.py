@@ -35,7 +35,7 @@ from .vocabulary import Vocabulary
 __all__ = ["load_lark", "compile_grammar", "validate_grammar", "wait_for_cache_writes", "grammar_fingerprint",
            "cache_dir", "source_key", "cached_path"]
 
-FORMAT_VERSION = "2"  # bump whenever what a store holds changes
+FORMAT_VERSION = "3"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 FLAT_VERSION = "3"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")

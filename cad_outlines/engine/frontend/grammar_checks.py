@@ -98,8 +98,9 @@ def check_language(lk: lark.Lark, spec, start: str | None = None) -> None:
 
 
 def produced_terminals(lk: lark.Lark, spec) -> set[str]:
-    """The terminals the parser can be fed: those the lexer's automata label, and the indenter's."""
-    produced = {spec.labels[x] for a in spec.automata for x in a.label.tolist() if x >= 0}
+    """The terminals the parser can be fed: those the lexer's automata label (and do not drop), and the
+    indenter's."""
+    produced = {spec.labels[x] for a in spec.automata for x in a.label.tolist() if x >= 0 and x not in spec.ignored}
     postlex = lk.options.postlex
     if getattr(postlex, "NL_type", None):
         produced |= {postlex.INDENT_type, postlex.DEDENT_type}

@@ -218,6 +218,6 @@ def check_parser_loops(tables: ParseTables, terminals: Collection[str]) -> None:
     raise GrammarCompileError(
         owners[0][0], f"the parser would reduce forever without reading input ({where}, on {t}: "
         f"{'; '.join(_shown(tables, r) for r in cycle)}, over and over; lark's LALR parser loops there too): "
-        f"{', '.join(names)} {'derives itself' if len(names) == 1 else 'derive themselves'} through rules that read nothing, and "
-        "a rule priority kept that cycle where it resolved a reduce/reduce collision; make the cycle's empty or "
-        "single-symbol alternative unreachable there", kind="rule")
+        f"{', '.join(names)} {'derives itself' if len(names) == 1 else 'derive themselves'} through rules that "
+        "read nothing, and a rule priority kept that cycle where it resolved a reduce/reduce collision; make the "
+        "cycle's empty or single-symbol alternative unreachable there", kind="rule")

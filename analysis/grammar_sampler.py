@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from cad_outlines.engine.frontend._sre_compat import K, parse as sre_parse
 
-__all__ = ["random_grammar", "mutate_grammar", "SentenceSampler", "RegexSampler", "edits", "INDENT_FAMILY"]
+__all__ = ["random_grammar", "syntax_grammar", "mutate_grammar", "SentenceSampler", "RegexSampler", "edits"]
 
 # characters single-character classes and edits draw from: ASCII first, a few others after
 ALPHABET = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+*/=<>!?.,:;()[]{}\"'#\\\t\n"
@@ -37,7 +37,6 @@ COMMON = ["NUMBER", "INT", "SIGNED_NUMBER", "DECIMAL", "WORD", "CNAME", "ESCAPED
 POOL = ALPHABET + "".join(chr(c) for c in range(0x20, 0x2FF, 7)) + "\u2028\u3000\U0001F600"
 CLASSES = ["[a-z]", "[A-Z]", "[0-9]", "[a-z0-9_]", "[^\\s\"]", "[^\\n]", "\\d", "\\w", "[xyz]", "[+\\-]", "[ \\t]",
            "[^a-c]", "[\\u00e0-\\u00ff]", "."]
-INDENT_FAMILY = "indenter"
 
 
 # ------------------------------------------------------------------------------------------ regexes
@@ -130,9 +129,13 @@ def _alternatives(rng: random.Random, names: _Names, me: int, depth: int, most: 
 
 
 def random_grammar(rng: random.Random) -> str:
-    """One random grammar's text (lark may refuse it: conflicts are common)."""
-    if rng.random() < 0.12:
+    """One random grammar's text (lark may refuse it: conflicts are common): mostly built for lark's LALR,
+    some for lark's grammar syntax (:func:`syntax_grammar`), some Python-like blocks for the indenter."""
+    r = rng.random()
+    if r < 0.12:
         return _indenter_grammar(rng)
+    if r < 0.3:
+        return syntax_grammar(rng)
     n_rules = rng.randint(1, 6)
     rules = ["start"] + [f"r{i}" for i in range(1, n_rules)]
     n_terms = rng.randint(0, 4)
@@ -176,6 +179,118 @@ def _indenter_grammar(rng: random.Random) -> str:
     return (f"start: (_NEWLINE | stmt)*\n?stmt: simple _NEWLINE | compound\nsimple: {stmt}\ncompound: {compound}\n"
             f"suite: simple _NEWLINE | _NEWLINE _INDENT stmt+ _DEDENT\n?expr: {expr}\n"
             f"NAME: /[a-z_]+/\nNUMBER: /[0-9]+/\n_NEWLINE: {nl}\n%ignore /[\\t ]+/\n%declare _INDENT _DEDENT\n")
+
+
+# grammars for lark's grammar syntax (moved from tests/engine/frontend/test_lark_rules.py)
+_LITERALS = ['"a"', '"b"', '"ab"', '"("', '")"', '","', '"if"', '"x"i', '"\\\\"', '"\\""', "\"'\""]
+_REGEXPS = ["/[a-c]+/", "/x/i", "/[0-9]+(\\.[0-9]+)?/", "/\\w+/", "/a|b/"]
+
+
+def _expr(rng: random.Random, names: list[str], depth: int, templates: list[str]) -> str:
+    """One item of a rule body. Repeats (~) go on plain atoms only, and groups nest two
+    deep, so that no grammar blows up (lark multiplies out nested alternatives)."""
+    r = rng.random()
+    group = depth > 0 and r >= 0.45
+    if not group:
+        k = rng.random()
+        if k < 0.45:
+            atom = rng.choice(names)
+        elif k < 0.7:
+            atom = rng.choice(_LITERALS)
+        elif k < 0.8:
+            atom = rng.choice(_REGEXPS)
+        elif k < 0.9:
+            atom = '"a".."f"'
+        elif templates:
+            atom = "%s{%s}" % (rng.choice(templates), rng.choice(names + _LITERALS[:3]))
+        else:
+            atom = rng.choice(names)
+    elif r < 0.75:
+        atom = "(" + _alts(rng, names, depth - 1, templates) + ")"
+    elif r < 0.85:
+        atom = "[" + _alts(rng, names, depth - 1, templates) + "]"
+    else:
+        atom = "(" + " ".join(_expr(rng, names, depth - 1, templates) for _ in range(rng.randint(1, 2))) + ")"
+    op = rng.random()
+    if group:  # optional groups inside optional groups make lark's "Rules defined twice"
+        return atom + ("+" if op < 0.1 else "")
+    if op < 0.08:
+        return atom + "?"
+    if op < 0.2:
+        return atom + "*"
+    if op < 0.34:
+        return atom + "+"
+    if op < 0.4:
+        return atom + " ~ %d" % rng.randint(1, 3)
+    if op < 0.46:  # 0..61 exercises lark's split of long repeats into helper rules
+        lo = rng.randint(0, 2)
+        return atom + " ~ %d..%d" % (lo, lo + rng.choice([0, 1, 2, 59]))
+    return atom
+
+
+def _alts(rng: random.Random, names: list[str], depth: int, templates: list[str]) -> str:
+    return " | ".join(" ".join(_expr(rng, names, depth, templates)
+                               for _ in range(rng.randint(int(rng.random() >= 0.1), 2)))
+                      for _ in range(rng.randint(1, 3)))
+
+
+def syntax_grammar(rng: random.Random) -> str:
+    """A random grammar that exercises lark's grammar syntax (templates, ranges, terminals built from
+    terminals, `~` repeats, `%import common (A, B)`, `%declare`, lines in any order; now and then a mistake
+    lark refuses): what tests/engine/frontend/test_lark_rules.py compares our reader with lark's on, and a
+    share of the fuzzer's grammars."""
+    rules = ["start"] + [rng.choice(["", "_", "", ""]) + "r%d" % i for i in range(rng.randint(1, 5))]
+    terms = [rng.choice(["", "_"]) + "T%d" % i for i in range(rng.randint(0, 3))]
+    imported = rng.sample(["NUMBER", "WORD", "INT", "ESCAPED_STRING", "WS", "CNAME"], rng.randint(0, 2))
+    names = rules + terms + imported + (["UNDEFINED"] if rng.random() < 0.05 else [])
+    templates = [rng.choice(["tpl", "_tpl"])] if rng.random() < 0.3 else []
+    lines = []
+    if templates:
+        lines.append(templates[0] + rng.choice(['{x}: x ("," x)*', '{x}: "[" x "]" | x']))
+    for name in rules:
+        mod = rng.choice(["", "", "?", "!", "!?"]) if not name.startswith("_") or rng.random() < 0.02 else ""
+        prio = ".%d" % rng.randint(-1, 3) if rng.random() < 0.1 else ""
+        alts = []
+        for _ in range(rng.randint(1, 3)):
+            body = " ".join(_expr(rng, names, 2, templates) for _ in range(rng.randint(int(rng.random() >= 0.1), 3)))
+            if rng.random() < (0.2 if not name.startswith("_") else 0.02):
+                body += " -> al%d" % rng.randint(0, 3)
+            alts.append(body)
+        sep = rng.choice([" | ", "\n    | "])
+        lines.append(f"{mod}{name}{prio}: " + sep.join(alts))
+    for name in terms:
+        prio = ".%d" % rng.randint(0, 3) if rng.random() < 0.2 else ""
+        earlier = terms[:terms.index(name)] + (terms[-1:] if rng.random() < 0.03 else [])  # rarely recursive
+        tnames = earlier + imported
+        body = " | ".join(" ".join(_term_atom(rng, tnames) for _ in range(rng.randint(1, 3)))
+                          for _ in range(rng.randint(1, 2)))
+        lines.append(f"{name}{prio}: {body}")
+    if len(imported) == 1 or (imported and rng.random() < 0.5):
+        lines += ["%%import common.%s" % n for n in imported]
+    elif imported:
+        lines.append("%%import common (%s)" % ", ".join(imported))
+    if rng.random() < 0.5:
+        lines.append(rng.choice(['%ignore " "', "%ignore WS\n%import common.WS", "%ignore /[ \\t]+/"]))
+    if rng.random() < 0.1:
+        lines.append("%declare DECL")
+    if rng.random() < 0.05:
+        lines.append(rng.choice(["r0: r0", "start: start", "a::", "%import common", '"x"']))  # errors
+    rng.shuffle(lines)
+    return "\n".join(lines) + "\n"
+
+
+def _term_atom(rng: random.Random, tnames: list[str]) -> str:
+    k = rng.random()
+    if k < 0.3 and tnames:
+        atom = rng.choice(tnames)
+    elif k < 0.6:
+        atom = rng.choice(_LITERALS)
+    elif k < 0.8:
+        atom = rng.choice(_REGEXPS)
+    else:
+        atom = '"0".."9"'
+    return atom + rng.choice(["", "", "?", "*", "+", " ~ 2", " ~ 1..3"])
+
 
 
 _RULE_LINE = re.compile(r"^([?!]?_?[a-z][a-z0-9_]*(?:\.-?\d+)?)\s*:(.*)$")

@@ -104,8 +104,9 @@ class LarkSide:
         self.parse_seconds = parse_seconds
 
     def verdict(self, text: str) -> str:
-        """"accept", "reject", "loops" (ran past the time limit) or "no verdict" (lark's parser ran out of
-        Python stack on a deeply nested text: that says nothing about the language)."""
+        """"accept", "reject", "loops" (the parser ran past the time limit) or "no verdict" (lark's lexer ran
+        past it, a regex backtracking; or its parser ran out of Python stack on a deeply nested text: that says
+        nothing about the language)."""
         import lark
 
         try:
@@ -117,9 +118,22 @@ class LarkSide:
         except IndexError:  # lark's Indenter on a _NEWLINE without a line break: not a sentence (the docs say so)
             return "reject"
         except TimeLimit:
-            return "loops"
+            return "no verdict" if self._lexing_is_slow(text) else "loops"
         except RecursionError:
             return "no verdict"
+
+    def _lexing_is_slow(self, text: str) -> bool:
+        """Whether lark's lexer alone runs past the time limit on `text` (a regex that backtracks
+        exponentially, not a parser that loops)."""
+        try:
+            with time_limit(self.parse_seconds):
+                for _ in self.parser.lex(text):
+                    pass
+        except TimeLimit:
+            return True
+        except Exception:  # noqa: BLE001 - the lexer stopped at an error: it is not what took the time
+            return False
+        return False
 
 
 def lark_loops_too(lark_side: LarkSide, tables, terminals, seconds: float = 0.5) -> bool | None:

@@ -93,6 +93,10 @@ def check_language(lk: lark.Lark, spec, start: str | None = None) -> None:
     if declared:
         why += (f" ({', '.join(declared)} {'is' if len(declared) == 1 else 'are'} %declare'd: only a postlexer "
                 "makes them; _INDENT/_DEDENT need postlex='python' and a _NEWLINE terminal)")
+    dropped = [m for m in missing if m in set(lk.ignore_tokens)]
+    if dropped:
+        why += (f" ({', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} %ignore'd: the lexer drops "
+                f"{'it' if len(dropped) == 1 else 'them'} before the parser sees {'it' if len(dropped) == 1 else 'them'})")
     raise GrammarCompileError(start, f"the grammar's language is empty: rule {start} derives no text; {why}",
                               kind="rule")
 

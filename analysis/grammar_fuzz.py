@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .lark_oracle import Case, EngineSide, LarkSide, check_case, classify_refusal, lark_loops_too, minimise
+from .lark_oracle import Case, EngineSide, LarkSide, check_case, judge_refusal, minimise
 from .report import markdown_table, write_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,25 +128,6 @@ def compile_engine(text: str, vocab, *, lazy: bool = True, start: str | None = N
                            lazy=lazy, progress=False, limits=Limits(max_compile_seconds=120))
 
 
-def engine_refusal(text: str, error: BaseException, lark_side: LarkSide) -> tuple[str, str | None]:
-    """(the refusal's category, a problem or None): undocumented refusals and loop refusals that lark
-    does not share are problems."""
-    category = classify_refusal(error)
-    if category is None:
-        return "undocumented", f"{type(error).__name__}: {error}"
-    if category == "parser loops":
-        from cad_outlines.engine.frontend.grammar_checks import produced_terminals
-        from cad_outlines.engine.frontend.grammar_load import load_rules
-        from cad_outlines.engine.frontend.lalr import parse_tables
-        from cad_outlines.engine.store.lexer import lexer_spec_from_lark
-
-        lk = load_rules(text, start=_start_of(text))
-        tables = parse_tables(lk.rules, lk.options.start[0])
-        if lark_loops_too(lark_side, tables, produced_terminals(lk, lexer_spec_from_lark(lk))) is not True:
-            return category, f"the engine says the parser would loop, lark's does not: {error}"
-    return category, None
-
-
 def walk_texts(compiled, rng: random.Random, n: int, max_tokens: int) -> list[str]:
     """Texts of random walks over the engine's masks (uniform among allowed tokens, EOS ends a walk)."""
     from cad_outlines.engine.matcher import Matcher
@@ -200,7 +181,7 @@ def fuzz_grammar(seed: int, index: int, tokenizers: Tokenizers, config: FuzzConf
         try:
             compiled = compile_engine(text, tokenizers.vocab[tok_name], lazy=lazy, start=start)
         except Exception as e:  # noqa: BLE001 - a refusal: documented or a problem
-            category, problem = engine_refusal(text, e, lark_side)
+            category, problem = judge_refusal(e, text, lark_side, start=start)
             res.status = f"engine refuses: {category}"
             if problem:
                 res.problems.append(Case(text, "", "refusal" if category == "undocumented" else "loops", problem,
@@ -243,7 +224,7 @@ def still_disagrees(case: Case, tokenizers: Tokenizers, tok_name: str) -> callab
             try:
                 compile_engine(grammar, tokenizers.vocab[tok_name], start=case.start)
             except Exception as e:  # noqa: BLE001
-                return engine_refusal(grammar, e, lark_side)[1] is not None
+                return judge_refusal(e, grammar, lark_side, start=case.start)[1] is not None
             return False
         compiled = compile_engine(grammar, tokenizers.vocab[tok_name], start=case.start)
         out = check_case(lark_side, EngineSide(compiled, tokenizers.encode[tok_name], tokenizers.byte_ids[tok_name]),

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["DOCUMENTED_REFUSALS", "Case", "EngineSide", "LarkSide", "Outcome", "TimeLimit", "check_case",
-           "classify_refusal", "lark_loops_too", "minimise", "time_limit"]
+           "classify_refusal", "judge_refusal", "lark_loops_too", "minimise", "time_limit"]
 
 # What the engine may refuse of a grammar lark builds, each described in docs/engine_semantics.md
 # ("What the engine refuses"): (category, pattern of the error message).
@@ -136,16 +136,23 @@ class LarkSide:
         return False
 
 
-def lark_loops_too(lark_side: LarkSide, tables, terminals, seconds: float = 0.5) -> bool | None:
+def lark_loops_too(lark_side: LarkSide, grammar: str, *, start: str | None = None, import_paths=(),
+                   postlex="auto", seconds: float = 0.5) -> bool | None:
     """Whether lark's own parser loops on the terminals after which the engine says its parser would reduce
-    forever (:func:`~cad_outlines.engine.frontend.parser_loops.loop_witness` on the engine's `tables`); None
-    when there is no witness."""
+    forever (:func:`~cad_outlines.engine.frontend.parser_loops.loop_witness` on the engine's tables of
+    `grammar`); None when there is no witness."""
     from lark import Token
 
+    from cad_outlines.engine.frontend.grammar_checks import produced_terminals
+    from cad_outlines.engine.frontend.grammar_load import load_rules
+    from cad_outlines.engine.frontend.lalr import parse_tables
     from cad_outlines.engine.frontend.parse_tables import END
     from cad_outlines.engine.frontend.parser_loops import loop_witness, looping_floors
+    from cad_outlines.engine.store.lexer import lexer_spec_from_lark
 
-    witness = loop_witness(tables, looping_floors(tables), terminals)
+    lk = load_rules(grammar, start=start, import_paths=import_paths, postlex=postlex)
+    tables = parse_tables(lk.rules, lk.options.start[0])
+    witness = loop_witness(tables, looping_floors(tables), produced_terminals(lk, lexer_spec_from_lark(lk)))
     if witness is None:
         return None
     fed, t = witness
@@ -163,6 +170,18 @@ def lark_loops_too(lark_side: LarkSide, tables, terminals, seconds: float = 0.5)
     except Exception:  # noqa: BLE001 - lark stopped (an error, an accept): it does not loop there
         return False
     return False
+
+
+def judge_refusal(error: BaseException, grammar: str, lark_side: LarkSide, **load) -> tuple[str, str | None]:
+    """(the category of the engine's refusal of a grammar lark builds, a problem or None): an undocumented
+    refusal is a problem, and so is a refusal because the parser would loop where lark's does not (`load`:
+    the start, import paths and postlexer the grammar was compiled with)."""
+    category = classify_refusal(error)
+    if category is None:
+        return "undocumented", f"{type(error).__name__}: {error}"
+    if category == "parser loops" and lark_loops_too(lark_side, grammar, **load) is not True:
+        return category, f"the engine says the parser would loop, lark's does not: {error}"
+    return category, None
 
 
 @dataclass

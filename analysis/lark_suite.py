@@ -24,7 +24,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .lark_oracle import Case, EngineSide, LarkSide, check_case, classify_refusal
+from .lark_oracle import Case, EngineSide, LarkSide, check_case, judge_refusal
 from .report import markdown_table, write_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -180,7 +180,8 @@ def check_grammar(entries: list[dict], tokenizers, rng: random.Random, edits_per
     first = entries[0]
     grammar, options, start = first["grammar"], first["options"], first["start_used"]
     res = {"grammar": grammar, "start": start, "texts": 0, "edits": 0, "status": "checked", "problems": [],
-           "verdicts": Counter(), "recorded_vs_basic": 0, "tests": sorted({e["test"] for e in entries})}
+           "verdicts": Counter(), "recorded_vs_basic": 0, "lexer_differences": [],
+           "tests": sorted({e["test"] for e in entries})}
     why = not_applicable(options)
     if why:
         res["status"] = f"not applicable: {why}"
@@ -200,11 +201,12 @@ def check_grammar(entries: list[dict], tokenizers, rng: random.Random, edits_per
             compiled = compile_engine(grammar, tokenizers.vocab[name], start=start, import_paths=imports,
                                       postlex=postlex)
         except Exception as e:  # noqa: BLE001 - a refusal, documented or not
-            category = classify_refusal(e)
-            res["status"] = f"engine refuses: {category or 'undocumented'}"
+            category, problem = judge_refusal(e, grammar, lark_side, start=start, import_paths=imports,
+                                              postlex=postlex)
+            res["status"] = f"engine refuses: {category}"
             res["refusal"] = f"{type(e).__name__}: {e}"
-            if category is None:
-                res["problems"].append(Case(grammar, "", "refusal", res["refusal"], start))
+            if problem:
+                res["problems"].append(Case(grammar, "", "refusal", problem, start))
             return res
         engines[name] = EngineSide(compiled, tokenizers.encode[name], tokenizers.byte_ids[name])
     texts = [(e["text"], e["verdict"]) for e in entries]
@@ -224,7 +226,10 @@ def check_grammar(entries: list[dict], tokenizers, rng: random.Random, edits_per
             res["problems"] += [Case(grammar, text, p.split(":", 1)[0], f"{name}: {p}", start) for p in out.problems]
         if recorded is not None:
             res["texts"] += 1
-            res["recorded_vs_basic"] += (recorded == "accept") != (out.lark == "accept")
+            if (recorded == "accept") != (out.lark == "accept"):
+                res["recorded_vs_basic"] += 1
+                res["lexer_differences"].append((first["options"].get("lexer", "contextual"), text, recorded,
+                                                 out.lark))
         else:
             res["edits"] += 1
     return res
@@ -302,6 +307,13 @@ def report_body(results, entries, wall, rec_s, corpus, args) -> tuple[str, list[
         + "\n\n### The engine's refusals\n\n"
         + markdown_table(["status", "error", "grammars"],
                          [[k[0], f"`{k[1]}`", v] for k, v in refusals.most_common() if k[0].startswith("engine")])
+        + "\n\n## Where lark's own lexer option decides otherwise than its basic lexer\n\n"
+        + "The engine follows the basic lexer (docs/engine_semantics.md); these are lark's own differences, "
+        "listed for the record.\n\n"
+        + (markdown_table(["tests", "lexer", "text", "recorded verdict", "basic lexer"],
+                          [[", ".join(r["tests"][:2]), lexer, f"`{text!r}`", rec, basic] for r in checked
+                           for lexer, text, rec, basic in r["lexer_differences"]][:20]) if any(
+            r["lexer_differences"] for r in checked) else "None.")
         + "\n\n## Disagreements\n\n"
         + ("\n\n".join(f"- {p.kind}: {p.detail}\n\n```\n{p.grammar}\n```\n\ntext: `{p.text!r}`"
                        for p in problems[:40]) if problems else "None.")

@@ -7,7 +7,8 @@ by byte, EOS at the end (analysis/lark_oracle.py)."""
 import pytest
 
 from analysis.grammar_fuzz import FuzzConfig, Tokenizers, compile_engine, fuzz_grammar
-from analysis.lark_oracle import EngineSide, LarkSide, check_case
+from analysis.lark_oracle import EngineSide, LarkSide, check_case, judge_refusal
+from cad_outlines.errors import GrammarCompileError
 
 SLICE_GRAMMARS = 300  # about 40 s of one core (the suite runs twice in CI)
 
@@ -52,3 +53,15 @@ def test_a_seeded_slice_of_the_fuzzer_agrees_with_lark(tokenizers):
         fuzzed += res.status == "fuzzed"
     assert not problems, problems[:3]
     assert fuzzed > SLICE_GRAMMARS // 4 and cases > 20 * fuzzed  # the slice really decides texts
+
+
+def test_a_refusal_counts_only_if_the_docs_give_it_and_a_loop_only_if_lark_loops(tokenizers):
+    looping = '!start: (a+)*\n!a.1: "A" |\n'
+    with pytest.raises(GrammarCompileError) as info:
+        compile_engine(looping, tokenizers.vocab["gpt2"])
+    assert judge_refusal(info.value, looping, LarkSide(looping)) == ("parser loops", None)
+    fine = 'start: "a"+\n'  # the same words said of a grammar lark parses: a problem
+    category, problem = judge_refusal(info.value, fine, LarkSide(fine))
+    assert category == "parser loops" and "lark's does not" in problem
+    category, problem = judge_refusal(ValueError("need at least one array to concatenate"), fine, LarkSide(fine))
+    assert category == "undocumented" and "concatenate" in problem

@@ -288,6 +288,8 @@ def run(args) -> int:
         for res, rss in pool.imap_unordered(_run_one, jobs, chunksize=4):
             results.append(res)
             peak_kb = max(peak_kb, rss)
+            for p in res.problems:  # at once, not only in the report: a long run shows what it finds
+                bar.write(f"grammar {res.index} ({res.origin}): {p.kind}: {p.detail}\n{p.grammar}\ntext: {p.text!r}")
             bar.update(1)
             bar.set_postfix(cases=sum(r.cases for r in results), problems=sum(len(r.problems) for r in results))
         bar.close()

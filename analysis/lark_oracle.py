@@ -115,7 +115,9 @@ class LarkSide:
             return "accept"
         except lark.exceptions.LarkError:
             return "reject"
-        except IndexError:  # lark's Indenter on a _NEWLINE without a line break: not a sentence (the docs say so)
+        except (IndexError, AssertionError):
+            # lark's Indenter on a _NEWLINE without a line break, or on a closing bracket with none open (its
+            # `assert self.paren_level >= 0`): not a sentence (docs/engine_semantics.md, "Python indentation")
             return "reject"
         except TimeLimit:
             return "no verdict" if self._lexing_is_slow(text) else "loops"
@@ -255,7 +257,7 @@ def check_case(lark_side: LarkSide, engine: EngineSide, text: str) -> Outcome:
     return out
 
 
-def minimise(grammar: str, text: str, fails: Callable[[str, str], bool], budget: int = 400) -> tuple[str, str]:
+def minimise(grammar: str, text: str, fails: Callable[[str, str], bool], budget: int = 200) -> tuple[str, str]:
     """A smaller (grammar, text) for which ``fails(grammar, text)`` still holds: characters of the text
     removed in halving chunks, then whole lines and top-level alternatives of the grammar."""
     from .grammar_sampler import _split_top

@@ -118,6 +118,12 @@ def _start_of(text: str) -> str | None:
     return grammar_source(text).start
 
 
+# compile limits for grammars under test, tighter than the defaults (a random regex can ask for a huge DFA): a
+# grammar past one is a documented refusal ("resource limit"), and a worker's memory stays bounded
+FUZZ_LIMITS_FIELDS = dict(max_compile_seconds=120, max_dfa_states=3000, max_lexer_configs=50_000,
+                          max_store_rows=5_000_000)
+
+
 def compile_engine(text: str, vocab, *, lazy: bool = True, start: str | None = None, import_paths=(),
                    postlex="auto"):
     """The engine's compile of a grammar under test (not cached: each is used once)."""
@@ -125,7 +131,7 @@ def compile_engine(text: str, vocab, *, lazy: bool = True, start: str | None = N
     from cad_outlines.limits import Limits
 
     return compile_grammar(text, vocab, start=start, import_paths=import_paths, postlex=postlex, cache=False,
-                           lazy=lazy, progress=False, limits=Limits(max_compile_seconds=120))
+                           lazy=lazy, progress=False, limits=Limits(**FUZZ_LIMITS_FIELDS))
 
 
 def walk_texts(compiled, rng: random.Random, n: int, max_tokens: int) -> list[str]:
@@ -313,6 +319,7 @@ def report_body(results: list[GrammarResult], wall: float, peak_kb: int, args) -
     verdicts = sum((r.verdicts for r in results), Counter())
     problems = [p for r in results for p in r.problems]
     kinds = Counter(p.kind for p in problems)
+    cpu = sum(r.cpu for r in results)
     per_tok = Counter()
     for r in fuzzed:
         per_tok[r.tokenizer] += r.cases
@@ -323,8 +330,8 @@ def report_body(results: list[GrammarResult], wall: float, peak_kb: int, args) -
             ["lark's verdicts (counted per compile: lazy, and eager for every "
              f"{args.eager_every}th grammar)", ", ".join(f"{k} {v:,}" for k, v in verdicts.most_common())],
             ["disagreements", f"{len(problems):,}" + (f" ({dict(kinds)})" if problems else "")],
-            ["wall time", f"{wall / 60:.1f} min on {args.jobs} worker processes ({sum(r.cpu for r in results) / 60:.1f} "
-             f"CPU min in them: {1e3 * sum(r.cpu for r in results) / max(cases, 1):.1f} CPU ms per case)"],
+            ["wall time", f"{wall / 60:.1f} min on {args.jobs} worker processes ({cpu / 60:.1f} CPU min in them: "
+             f"{1e3 * cpu / max(cases, 1):.1f} CPU ms per case)"],
             ["peak RSS of a worker process", f"{peak_kb / 1024:.0f} MiB"]]
     refusals = [[k, v] for k, v in sorted(status.items()) if k != "fuzzed"]
     body = (
@@ -340,8 +347,10 @@ def report_body(results: list[GrammarResult], wall: float, peak_kb: int, args) -
         f"{args.eager_every}th grammar eagerly too (the streamlined store). Texts: up to {args.sentences} "
         f"sampled from lark's rules (each terminal's text from its regex, checked with `re.fullmatch`), "
         f"{args.edits} single-character edits of each, {args.walks} random walks over the engine's masks, and "
-        "the empty text. Each text is decided by lark and by the engine teacher-forced with the grammar's BPE "
-        "tokenizer (GPT-2 and Qwen2.5 in turn) and byte by byte, EOS at the end; where the engine refuses a "
+        "the empty text. The engine compiles under tighter limits than its defaults ("
+        + ", ".join(f"`{k}={v:,}`" for k, v in FUZZ_LIMITS_FIELDS.items())
+        + "): a grammar past one is refused as the docs say (\"resource limit\"). Each text is decided by lark "
+        "and by the engine teacher-forced with the grammar's BPE tokenizer (GPT-2 and Qwen2.5 in turn) and byte by byte, EOS at the end; where the engine refuses a "
         "token or decides the end, its mask must say the same. A grammar lark refuses must be refused by the "
         "engine; a grammar the engine refuses must be refused for a reason docs/engine_semantics.md gives "
         "(\"What the engine refuses\"), and a refusal because the parser would loop must make lark's own "

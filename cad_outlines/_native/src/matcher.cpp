@@ -224,7 +224,9 @@ bool Matcher::eos_ok(const MState& m, Scratch& s) {
         if (!run_pending(p, m.parser, lv.pending, st)) continue;
         if (f >= 0) {
             if (f == g_.indent_label) {
-                if (lv.acc < 0) continue;
+                // a NEWLINE with no line break (a comment ending the text): lark's Indenter drops it inside
+                // brackets before reading its indentation, and fails on it outside them
+                if (lv.acc < 0 && st.parens == 0) continue;
                 if (!p.step(st, g_.nl_term, lv.acc)) continue;
             } else if (!p.step(st, g_.label_term[f], 0)) {
                 continue;

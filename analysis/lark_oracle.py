@@ -46,13 +46,14 @@ DOCUMENTED_REFUSALS = [
 
 
 class TimeLimit(Exception):
-    """lark's parser ran past its time limit (it loops on a cyclic grammar)."""
+    """lark ran past its CPU-time limit (its parser loops on a cyclic grammar, or a regex backtracks)."""
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float):
-    """Raise :class:`TimeLimit` in this (main) thread after `seconds` (a SIGALRM timer); elsewhere, or
-    where SIGALRM does not exist, no limit."""
+    """Raise :class:`TimeLimit` in this (main) thread once this process has spent `seconds` of CPU time
+    (``ITIMER_VIRTUAL``: a loaded machine does not make a fast parse look endless); elsewhere, or where the
+    timer does not exist, no limit."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
@@ -60,13 +61,13 @@ def time_limit(seconds: float):
     def stop(*_):
         raise TimeLimit
 
-    old = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    old = signal.signal(signal.SIGVTALRM, stop)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
 
 
 def classify_refusal(error: BaseException) -> str | None:
@@ -120,9 +121,32 @@ class LarkSide:
             # `assert self.paren_level >= 0`): not a sentence (docs/engine_semantics.md, "Python indentation")
             return "reject"
         except TimeLimit:
-            return "no verdict" if self._lexing_is_slow(text) else "loops"
+            if self._lexing_is_slow(text):
+                return "no verdict"
+            return "loops" if self._parsing_is_slow(text) else self.verdict_without_limit(text)
         except RecursionError:
             return "no verdict"
+
+    def _parsing_is_slow(self, text: str, factor: float = 5.0) -> bool:
+        """Whether lark's parser runs past `factor` times the limit too (a loop, not a slow moment)."""
+        try:
+            with time_limit(self.parse_seconds * factor):
+                self.parser.parse(text)
+        except TimeLimit:
+            return True
+        except Exception:  # noqa: BLE001 - it ended: an answer, not a loop
+            return False
+        return False
+
+    def verdict_without_limit(self, text: str) -> str:
+        """lark's verdict on a text it has just parsed within the longer limit."""
+        import lark
+
+        try:
+            self.parser.parse(text)
+            return "accept"
+        except (lark.exceptions.LarkError, IndexError, AssertionError):
+            return "reject"
 
     def _lexing_is_slow(self, text: str) -> bool:
         """Whether lark's lexer alone runs past the time limit on `text` (a regex that backtracks

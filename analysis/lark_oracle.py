@@ -20,6 +20,7 @@ lark-suite`` (what lark's own tests parse).
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 import signal
 import threading
@@ -52,8 +53,11 @@ class TimeLimit(Exception):
 @contextlib.contextmanager
 def time_limit(seconds: float):
     """Raise :class:`TimeLimit` in this (main) thread once this process has spent `seconds` of CPU time
-    (``ITIMER_VIRTUAL``: a loaded machine does not make a fast parse look endless); elsewhere, or where the
-    timer does not exist, no limit."""
+    (``ITIMER_VIRTUAL``: a loaded machine does not make a fast parse look endless), and again every 50 ms
+    of CPU after that. The garbage collector is off meanwhile: a looping parse allocates all the time, and
+    a signal landing in a collector callback (hypothesis installs one) has its exception swallowed, which
+    let a looping parse run until the machine ran out of memory. Elsewhere, or where the timer does not
+    exist, no limit."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
@@ -62,12 +66,16 @@ def time_limit(seconds: float):
         raise TimeLimit
 
     old = signal.signal(signal.SIGVTALRM, stop)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    collecting = gc.isenabled()
+    gc.disable()
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds, 0.05)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         signal.signal(signal.SIGVTALRM, old)
+        if collecting:
+            gc.enable()
 
 
 def classify_refusal(error: BaseException) -> str | None:

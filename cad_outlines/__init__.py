@@ -18,18 +18,18 @@ from .edits import (
     resolve_text,
     split_lines,
 )
-from .engine.compile import compile_grammar
+from .engine.compile import compile_grammar, compile_json_schema
 from .errors import (
     CadOutlinesError,
     GrammarError,
     ProgramError,
     RequestError,
     ResourceLimitError,
+    SchemaError,
     ServingError,
     TokenError,
 )
 from .engine.compiled_grammar import CompiledGrammar
-from .engine.json_schema import compile_json_schema
 from .engine.matcher import (
     InvalidTokenError,
     Matcher,
@@ -53,6 +53,7 @@ __all__ = [
     "TokenError",
     "CompiledGrammar",
     "GrammarCompileError",
+    "SchemaError",
     "InvalidTokenError",
     "Matcher",
     "Vocabulary",
@@ -89,6 +90,8 @@ _LAZY = {  # importing outlines takes seconds: load these on first use
     "analyze_grammar": "cad_outlines.grammar_report",
     "GrammarReport": "cad_outlines.grammar_report",
     "cfg_generator": "cad_outlines.generators.outlines_processor",
+    "outlines_generator": "cad_outlines.generators.outlines_processor",
+    "output_type_processor": "cad_outlines.generators.outlines_processor",
     "apply_token_bitmask_inplace": "cad_outlines.decoding.logits",
     "edit_tool": "cad_outlines.generators.agent_tool",
 }

@@ -2,6 +2,8 @@
 (issue 29: lark's `start: (a+)*` with `!a.1: "A" |` compiled in 6 ms and its first mask allocated without
 bound); cyclic grammars whose priorities keep the parser out of the cycle still compile and parse as lark."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -23,8 +25,9 @@ def vocab():
     return Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
 
 
+@functools.lru_cache(maxsize=None)  # asked once per case, not once per lazy/eager compile
 def lark_verdict(grammar: str, text: str) -> str:
-    """"accept", "reject" or "loops" (lark's own LALR parser, stopped after half a second)."""
+    """"accept", "reject" or "loops" (lark's own LALR parser, stopped after half a second of CPU)."""
     return LarkSide(grammar, parse_seconds=0.5).verdict(text)
 
 

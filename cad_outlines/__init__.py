@@ -17,6 +17,7 @@ from .edits import (
     resolve,
     resolve_text,
     split_lines,
+    unnumber_lines,
 )
 from .engine.compile import compile_grammar
 from .errors import (
@@ -80,6 +81,7 @@ __all__ = [
     "resolve",
     "resolve_text",
     "split_lines",
+    "unnumber_lines",
     "edit_tool",
     "extract_program",
 ]

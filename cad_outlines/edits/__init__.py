@@ -1,7 +1,7 @@
 """Edit programs: the copy/gen language, its resolver and oracle programs."""
 
 from .answers import extract_program, program_from_answer, resolve_text
-from .lines import number_lines, split_lines
+from .lines import number_lines, split_lines, unnumber_lines
 from .oracle import approx_token_count, oracle_program
 from .program import Copy, EditProgram, Gen, ProgramScanner, ProgramSyntaxError, gen_ops, parse_program
 from .resolve import IncompleteProgramError, SpanError, StreamingResolver, iter_resolve, resolve
@@ -26,4 +26,5 @@ __all__ = [
     "resolve",
     "resolve_text",
     "split_lines",
+    "unnumber_lines",
 ]

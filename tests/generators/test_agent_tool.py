@@ -50,7 +50,7 @@ def test_handler_with_a_hosted_model_callable():
     out = handler(instruction="Set b to 20", document=DOC)
     assert out["ok"] and out["error"] is None and out["text"] == "a = 1\nb = 20\nc = 3\n"
     assert "-b = 2\n+b = 20\n" in out["diff"] and out["program"] == ANSWER
-    assert prompts[0].endswith("<program>") and "\n2 | b = 2\n" in prompts[0] and "Set b to 20" in prompts[0]
+    assert prompts[0].endswith("<program>") and "\n2 b = 2\n" in prompts[0] and "Set b to 20" in prompts[0]
 
 
 @pytest.mark.parametrize("call,words", [

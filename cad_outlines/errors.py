@@ -129,15 +129,16 @@ class SpanError(ProgramError):
 
 
 class IncompleteProgramError(ProgramError):
-    """The program was cut off before ``</program>``. ``program`` is what it holds (its
-    ``trailing`` text is the op left unfinished); ``partial_text`` is the text it resolves
+    """The program was cut off before ``</program>`` (or, in another edit format, inside a hunk or
+    before its end marker). ``program`` is what it holds (its ``trailing`` text is the op left unfinished); ``partial_text`` is the text it resolves
     to, or None where no document was given (parsing alone)."""
 
-    def __init__(self, program: Any, partial_text: str | None = None, *, detail: str = ""):
+    def __init__(self, program: Any, partial_text: str | None = None, *, detail: str = "",
+                 expected: str = "</program>", unit: str = "op"):
         self.program, self.partial_text = program, partial_text
-        n = len(program.ops)
+        n = len(program)
         super().__init__(
-            f"program ended before </program>{detail} (cut off after {n} op{'s' * (n != 1)}); "
+            f"program ended before {expected}{detail} (cut off after {n} {unit}{'s' * (n != 1)}); "
             "pass partial=True to get what it has"
         )
 

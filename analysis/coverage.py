@@ -6,17 +6,18 @@ from __future__ import annotations
 import csv
 import shlex
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cad_outlines.edits import Copy, Gen, oracle_program, split_lines
+from cad_outlines.edits import Copy, Gen, number_lines, oracle_program, split_lines
 from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_token_offsets, copy_coverage,
                                         greedy_token_cover, speedup_bound)
 from cad_outlines.edits.resolve import resolve_op
 
 from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args, report_stem,
                        corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
+from .formats import LABELS as FORMAT_LABELS, add_format_argument, format_argv, format_programs, parse_formats
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "copy ceiling: line-level and token-level copy coverage, tag costs, wall-clock bound"
@@ -113,6 +114,14 @@ class Tally:
     program_tokens: int = 0
     content_tokens: int = 0
     copy_tokens: list[int] = field(default_factory=list)
+    doc_tokens: int = 0  # the input document, plain (the diff formats' prompts hold it so)
+    numbered_tokens: int = 0  # the input document with its line numbers (CaD's prompt holds it so)
+    # per edit format (analysis.formats): cases it can write, its oracle program's tokens, the CaD program's
+    # tokens on those cases, and the cases where it is shorter than the CaD program
+    format_cases: dict[str, int] = field(default_factory=dict)
+    format_tokens: dict[str, int] = field(default_factory=dict)
+    format_cad_tokens: dict[str, int] = field(default_factory=dict)
+    format_shorter: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: Tally) -> None:
         self.cases += other.cases
@@ -123,6 +132,13 @@ class Tally:
         self.program_tokens += other.program_tokens
         self.content_tokens += other.content_tokens
         self.copy_tokens += other.copy_tokens
+        self.doc_tokens += other.doc_tokens
+        self.numbered_tokens += other.numbered_tokens
+        for mine, theirs in ((self.format_cases, other.format_cases), (self.format_tokens, other.format_tokens),
+                             (self.format_cad_tokens, other.format_cad_tokens),
+                             (self.format_shorter, other.format_shorter)):
+            for name, n in theirs.items():
+                mine[name] = mine.get(name, 0) + n
 
     def bounds(self, curve: KernelCurve) -> tuple[float, float]:
         """(bound, tags-free bound): generated cost T_gen, or gen content alone."""
@@ -130,21 +146,32 @@ class Tally:
                      for gen in (self.program_tokens, self.content_tokens))
 
 
-def case_tally(before: str, after: str, encode: Encoder) -> Tally:
-    """Coverage and cost counts of one case (its max-copy oracle program, real tokens)."""
-    program = oracle_program(before, after, count_tokens=lambda text: len(encode(text)[0]))
+def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] = ()) -> Tally:
+    """Coverage and cost counts of one case (its max-copy oracle program, real tokens), and the
+    oracle program's tokens in each of `formats` (analysis.formats)."""
+    count = lambda text: len(encode(text)[0])  # noqa: E731
+    program = oracle_program(before, after, count_tokens=count)
     out_ids, offsets = encode(after)
     src_ids = encode(before)[0]
     sam = SuffixAutomaton(src_ids)
     lines = split_lines(before)
+    program_tokens = count(program.to_text(header=False))
+    texts = {name: text for name, text in format_programs(before, after, list(formats)).items() if text is not None}
+    sizes = {name: count(text) for name, text in texts.items()}
     return Tally(
         cases=1,
         out_tokens=len(out_ids),
         line_covered=copy_coverage(program, before, offsets)[0],
         token_covered={m: sum(n for _, n in greedy_token_cover(sam, out_ids, m)) for m in MIN_SPANS},
-        program_tokens=len(encode(program.to_text(header=False))[0]),
+        program_tokens=program_tokens,
         content_tokens=sum(len(encode(op.text)[0]) for op in program.ops if isinstance(op, Gen)),
         copy_tokens=[len(encode(resolve_op(op, lines))[0]) for op in program.ops if isinstance(op, Copy)],
+        doc_tokens=len(src_ids),
+        numbered_tokens=count(number_lines(before)),
+        format_cases=dict.fromkeys(sizes, 1),
+        format_tokens=sizes,
+        format_cad_tokens=dict.fromkeys(sizes, program_tokens),
+        format_shorter={name: int(n < program_tokens) for name, n in sizes.items()},
     )
 
 
@@ -174,6 +201,24 @@ def tables(tallies: dict[str, Tally], curves: dict[str, KernelCurve]) -> tuple[s
         ["corpus"] + labels,
         [(name,) + tuple(sum(bucket(n) == b for n in t.copy_tokens) for b in labels) for name, t in tallies.items()])
     return cov, cost, hist
+
+
+def format_table(tallies: dict[str, Tally], formats: Sequence[str]) -> str:
+    """Output tokens per edit format: regeneration, the CaD program (and its prompt's numbered
+    document against the plain one), and each format's oracle program against the CaD program on
+    the cases that format can write, with the share of those cases where it is shorter."""
+    rows = []
+    for name, t in tallies.items():
+        cells = []
+        for f in formats:
+            n, cad, cases = t.format_tokens.get(f, 0), t.format_cad_tokens.get(f, 0), t.format_cases.get(f, 0)
+            cells.append(f"{n:,} ({n / max(cad, 1):.2f}x; {t.format_shorter.get(f, 0) / max(cases, 1):.0%}"
+                         + (f"; {cases} cases" if cases != t.cases else "") + ")")
+        rows.append((name, t.cases, f"{t.out_tokens:,} ({t.out_tokens / max(t.program_tokens, 1):.1f}x)",
+                     f"{t.program_tokens:,}", f"{t.numbered_tokens / max(t.doc_tokens, 1):.3f}x", *cells))
+    return markdown_table(["corpus", "cases", "full regeneration (x CaD)", "CaD program",
+                           "CaD prompt's document: numbered / plain"]
+                          + [f"{FORMAT_LABELS[f]} (x CaD; shorter than CaD)" for f in formats], rows)
 
 
 def plot(tallies: dict[str, Tally], path: Path) -> None:
@@ -239,6 +284,18 @@ def add_arguments(parser) -> None:
                         help="long-file corpora (commits) only: a seeded sample of this many cases per length bucket "
                              "(default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
+    add_format_argument(parser)
+
+
+def format_section(table: str) -> str:
+    """The report's section on the edit formats' output tokens (empty without formats)."""
+    if not table:
+        return ""
+    return ("**Edit formats** (`docs/edit_formats.md`): output tokens of each format's oracle program (minimal "
+            "hunks, old lines widened until unique in the file; tokenized as the model writes it after the prompt's "
+            "header), against the CaD program on the cases that format can write (a line format cannot write a "
+            "change of the final newline alone), and the share of those cases where it is shorter. The CaD "
+            "prompt holds the numbered document, the others the plain one:\n\n" + table + "\n\n")
 
 
 CHANGED_BINS = (0.002, 0.005, 0.01, 0.02, 0.05)
@@ -264,6 +321,7 @@ def by_changed_fraction(points: list[tuple[int, float, float]]) -> str:
 
 def run(args) -> int:
     tok_name, encode = load_encoder(args.tokenizer)
+    formats = parse_formats(args.formats)
     curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
     if not curves:
         print(f"no kernel CSV at {args.kernel_csv}: bound columns say {NO_CSV!r}")
@@ -278,7 +336,7 @@ def run(args) -> int:
         cases = sample_by_bucket(corpus, args.limit, f"{args.seed}:{corpus.name}") if corpus.bucketed else corpus
         sizes[corpus.name] = f"{len(cases)} of {len(corpus)}"
         for case in cases:
-            one = case_tally(case.before, case.after, encode)
+            one = case_tally(case.before, case.after, encode, formats)
             tally.add(one)
             if corpus.bucketed:
                 by_bucket[length_bucket(case.lines_before)].add(one)
@@ -290,7 +348,8 @@ def run(args) -> int:
         pooled.add(tally)
     tallies["pooled"] = pooled
     cov, cost, hist = tables(tallies, curves)
-    print(cov, cost, hist, sep="\n\n")
+    by_format = format_table(tallies, formats) if formats else ""
+    print(cov, cost, hist, by_format, sep="\n\n")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = report_stem(args, "coverage", DEFAULT)
@@ -328,7 +387,7 @@ free, for comparison with bounds that ignore them). {kernel}
 
 {cost}
 
-**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
+{format_section(by_format)}**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
 
 {hist}
 
@@ -341,6 +400,7 @@ free, for comparison with bounds that ignore them). {kernel}
                                                                                         getattr(args, k))]
     if args.limit is not None:
         extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
+    extra += format_argv(formats)
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
     path = write_report(out, name, "Copy ceiling and wall-clock bound", body,

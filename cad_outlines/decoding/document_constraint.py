@@ -30,9 +30,18 @@ import numpy as np
 from ..edits.formats import get_format
 from ..engine.vocabulary import Vocabulary
 from ..errors import ProgramError
-from .hunk_scanners import HunkScanner, scanner_for
+from .hunk_scanners import ApplyPatchScanner, HunkScanner, SearchReplaceScanner, UdiffScanner
+from .json_scanner import StrReplaceScanner
 
-__all__ = ["DocumentConstraint", "SortedVocab"]
+__all__ = ["DocumentConstraint", "SortedVocab", "scanner_for"]
+
+SCANNERS = {"search_replace": SearchReplaceScanner, "udiff": UdiffScanner, "apply_patch": ApplyPatchScanner,
+            "str_replace": StrReplaceScanner}
+
+
+def scanner_for(format: str, document: str) -> HunkScanner:
+    """The scanner of a diff-style format (every format but ``copy``) on `document`."""
+    return SCANNERS[format](document)
 
 
 class SortedVocab:

@@ -28,8 +28,7 @@ from bisect import bisect_left
 from ..edits.formats import apply_patch, search_replace, udiff
 from .line_index import Candidates, LineIndex
 
-__all__ = ["HunkScanner", "SearchReplaceScanner", "UdiffScanner", "ApplyPatchScanner", "StrReplaceScanner",
-           "scanner_for"]
+__all__ = ["HunkScanner", "SearchReplaceScanner", "UdiffScanner", "ApplyPatchScanner"]
 
 NL = 10
 State = tuple
@@ -291,12 +290,3 @@ class ApplyPatchScanner(_TaggedLines):
 def _has_prefix(view: list[bytes], q: bytes) -> bool:
     i = bisect_left(view, q)
     return i < len(view) and view[i].startswith(q)
-
-
-def scanner_for(format: str, document: str) -> HunkScanner:
-    """The scanner of a diff-style format (not ``copy``)."""
-    from .json_scanner import StrReplaceScanner
-
-    table = {"search_replace": SearchReplaceScanner, "udiff": UdiffScanner, "apply_patch": ApplyPatchScanner,
-             "str_replace": StrReplaceScanner}
-    return table[format](document)

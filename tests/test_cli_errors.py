@@ -11,6 +11,7 @@ from cad_outlines import __version__, compile_grammar
 from cad_outlines import cli
 from cad_outlines.cli import main
 from cad_outlines.errors import CadOutlinesError
+from cad_outlines.grammars import available_grammars
 from tests.fixture_data import SMALL, require_shared
 
 GPT2 = SMALL / "tokenizers" / "gpt2"
@@ -37,7 +38,7 @@ def test_folder_without_a_tokenizer(capsys, tmp_path):
 
 def test_missing_grammar_file_lists_shipped_grammars(capsys):
     code = main(["analyze", "jsn.lark", "--tokenizer", str(GPT2)])
-    one_line_error(capsys, code, "'jsn.lark' not found", "copy_edit, json, python, sql")
+    one_line_error(capsys, code, "'jsn.lark' not found", ", ".join(available_grammars()))
 
 
 def test_grammar_without_start_rule_names_the_candidates(capsys, tmp_path):
@@ -217,7 +218,7 @@ def test_analyze_on_a_broken_grammar_is_one_line(text, words, capsys, tmp_path):
 
 def test_analyze_with_a_misspelt_grammar_name(capsys, tmp_path):
     code = main(["analyze", "jsno", "--tokenizer", str(GPT2), "--no-cache", "--out", str(tmp_path)])
-    one_line_error(capsys, code, "'jsno'", "did you mean 'json'?", "copy_edit, json, python, sql")
+    one_line_error(capsys, code, "'jsno'", "did you mean 'json'?", ", ".join(available_grammars()))
 
 
 def test_lark_and_regex_errors_that_escape_the_engine_are_one_line(capsys, monkeypatch, tmp_path):

@@ -17,7 +17,7 @@ from cad_outlines.edits.resolve import resolve_op
 
 from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args, report_stem,
                        corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
-from .formats import LABELS as FORMAT_LABELS, add_format_argument, format_argv, format_programs, parse_formats
+from .formats import LABELS as FORMAT_LABELS, add_format_argument, format_argv, format_programs, method_label, parse_formats
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "copy ceiling: line-level and token-level copy coverage, tag costs, wall-clock bound"
@@ -104,6 +104,60 @@ def read_kernel_curves(path: str | Path, select: str | None = None) -> dict[str,
 
 
 @dataclass
+class Cost:
+    """One way of writing edits (regeneration, the CaD program, an edit format), summed over the
+    cases it can write: output tokens, the CaD program's tokens on the same cases and the cases
+    where it is shorter; with a schedule (:class:`Scheduler`), the tokens the model chose under
+    its constraint (the rest forced) and the forwards after the prompt, else None."""
+
+    cases: int = 0
+    tokens: int = 0
+    cad_tokens: int = 0
+    shorter: int = 0
+    chosen: int | None = None
+    forwards: int | None = None
+
+    def add(self, other: Cost) -> None:
+        first = not self.cases
+        for key in ("cases", "tokens", "cad_tokens", "shorter"):
+            setattr(self, key, getattr(self, key) + getattr(other, key))
+        for key in ("chosen", "forwards"):  # None once any case has none
+            mine, theirs = getattr(self, key), getattr(other, key)
+            setattr(self, key, theirs if first else None if mine is None or theirs is None else mine + theirs)
+
+
+class Scheduler:
+    """What a teacher-forced run of a program does, without its costs: the tokens the model
+    chooses (the rest forced by the grammar and, for an edit format, the document constraint) and
+    the forwards after the prompt, read from ``CopyEditor.execute`` with a one-layer random model of
+    the tokenizer's vocabulary and a one-token prompt (neither changes what is chosen or forced)."""
+
+    PROMPT = "Document:"
+    CONFIG = dict(vocab_size=151936, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                  num_key_value_heads=1, intermediate_size=16, max_position_embeddings=1 << 24)
+
+    def __init__(self, tokenizer_file: Path):
+        import torch
+        from transformers import PreTrainedTokenizerFast
+
+        from cad_outlines.generators.copy_decode import CopyEditor
+
+        from .kernel import CONFIGS, build_model
+
+        torch.set_num_threads(1)
+        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file))
+        config = dict(CONFIGS["tiny"], **self.CONFIG)
+        config["vocab_size"] = max(config["vocab_size"], len(tokenizer))
+        self.editor = CopyEditor(build_model(config, "fp32", "cpu", seed=0), tokenizer)
+
+    def __call__(self, before: str, program_text: str, format: str = "copy") -> tuple[int, int]:
+        """(tokens chosen, forwards after the prompt) of `program_text` (without ``<program>``)."""
+        kwargs = {} if format == "copy" else {"format": format}
+        stats = self.editor.execute(before, program_text, prompt=self.PROMPT, **kwargs).stats
+        return stats.generated_tokens, stats.total_forwards - stats.forwards["prompt"]
+
+
+@dataclass
 class Tally:
     """Sums over cases (per corpus, or pooled)."""
 
@@ -116,12 +170,8 @@ class Tally:
     copy_tokens: list[int] = field(default_factory=list)
     doc_tokens: int = 0  # the input document, plain (the diff formats' prompts hold it so)
     numbered_tokens: int = 0  # the input document with its line numbers (CaD's prompt holds it so)
-    # per edit format (analysis.formats): cases it can write, its oracle program's tokens, the CaD program's
-    # tokens on those cases, and the cases where it is shorter than the CaD program
-    format_cases: dict[str, int] = field(default_factory=dict)
-    format_tokens: dict[str, int] = field(default_factory=dict)
-    format_cad_tokens: dict[str, int] = field(default_factory=dict)
-    format_shorter: dict[str, int] = field(default_factory=dict)
+    # what each way of writing the edit costs: "regen", "copy" (the CaD program) and each edit format
+    costs: dict[str, Cost] = field(default_factory=dict)
 
     def add(self, other: Tally) -> None:
         self.cases += other.cases
@@ -134,11 +184,8 @@ class Tally:
         self.copy_tokens += other.copy_tokens
         self.doc_tokens += other.doc_tokens
         self.numbered_tokens += other.numbered_tokens
-        for mine, theirs in ((self.format_cases, other.format_cases), (self.format_tokens, other.format_tokens),
-                             (self.format_cad_tokens, other.format_cad_tokens),
-                             (self.format_shorter, other.format_shorter)):
-            for name, n in theirs.items():
-                mine[name] = mine.get(name, 0) + n
+        for name, cost in other.costs.items():
+            self.costs.setdefault(name, Cost()).add(cost)
 
     def bounds(self, curve: KernelCurve) -> tuple[float, float]:
         """(bound, tags-free bound): generated cost T_gen, or gen content alone."""
@@ -146,9 +193,11 @@ class Tally:
                      for gen in (self.program_tokens, self.content_tokens))
 
 
-def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] = ()) -> Tally:
-    """Coverage and cost counts of one case (its max-copy oracle program, real tokens), and the
-    oracle program's tokens in each of `formats` (analysis.formats)."""
+def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] = (),
+               schedule: Scheduler | None = None) -> Tally:
+    """Coverage and cost counts of one case (its max-copy oracle program, real tokens), and what
+    regeneration, the CaD program and the oracle program in each of `formats` (analysis.formats)
+    cost; with `schedule`, the tokens each chooses and its forwards too."""
     count = lambda text: len(encode(text)[0])  # noqa: E731
     program = oracle_program(before, after, count_tokens=count)
     out_ids, offsets = encode(after)
@@ -156,8 +205,14 @@ def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] 
     sam = SuffixAutomaton(src_ids)
     lines = split_lines(before)
     program_tokens = count(program.to_text(header=False))
-    texts = {name: text for name, text in format_programs(before, after, list(formats)).items() if text is not None}
-    sizes = {name: count(text) for name, text in texts.items()}
+    programs = {"copy": program.to_text(header=False), **format_programs(before, after, list(formats))}
+    costs = {"regen": Cost(1, len(out_ids), program_tokens, 0, len(out_ids), len(out_ids))}
+    for name, text in programs.items():
+        if text is None:  # a line format cannot write a change of the final newline alone
+            continue
+        n = count(text)
+        chosen, forwards = schedule(before, text, name) if schedule else (None, None)
+        costs[name] = Cost(1, n, program_tokens, int(n < program_tokens), chosen, forwards)
     return Tally(
         cases=1,
         out_tokens=len(out_ids),
@@ -168,10 +223,7 @@ def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] 
         copy_tokens=[len(encode(resolve_op(op, lines))[0]) for op in program.ops if isinstance(op, Copy)],
         doc_tokens=len(src_ids),
         numbered_tokens=count(number_lines(before)),
-        format_cases=dict.fromkeys(sizes, 1),
-        format_tokens=sizes,
-        format_cad_tokens=dict.fromkeys(sizes, program_tokens),
-        format_shorter={name: int(n < program_tokens) for name, n in sizes.items()},
+        costs=costs,
     )
 
 
@@ -203,22 +255,23 @@ def tables(tallies: dict[str, Tally], curves: dict[str, KernelCurve]) -> tuple[s
     return cov, cost, hist
 
 
-def format_table(tallies: dict[str, Tally], formats: Sequence[str]) -> str:
-    """Output tokens per edit format: regeneration, the CaD program (and its prompt's numbered
-    document against the plain one), and each format's oracle program against the CaD program on
-    the cases that format can write, with the share of those cases where it is shorter."""
+def format_table(tallies: dict[str, Tally]) -> str:
+    """What each way of writing the edits costs, per report row: regeneration, the CaD program
+    and each edit format's oracle program: output tokens, against the CaD program on the same cases
+    (a line format cannot write a change of the final newline alone), the share of cases where it
+    is shorter; with a schedule, the tokens chosen under the constraint (unconstrained: all) and
+    the forwards after the prompt, constrained and unconstrained (one per token)."""
     rows = []
-    for name, t in tallies.items():
-        cells = []
-        for f in formats:
-            n, cad, cases = t.format_tokens.get(f, 0), t.format_cad_tokens.get(f, 0), t.format_cases.get(f, 0)
-            cells.append(f"{n:,} ({n / max(cad, 1):.2f}x; {t.format_shorter.get(f, 0) / max(cases, 1):.0%}"
-                         + (f"; {cases} cases" if cases != t.cases else "") + ")")
-        rows.append((name, t.cases, f"{t.out_tokens:,} ({t.out_tokens / max(t.program_tokens, 1):.1f}x)",
-                     f"{t.program_tokens:,}", f"{t.numbered_tokens / max(t.doc_tokens, 1):.3f}x", *cells))
-    return markdown_table(["corpus", "cases", "full regeneration (x CaD)", "CaD program",
-                           "CaD prompt's document: numbered / plain"]
-                          + [f"{FORMAT_LABELS[f]} (x CaD; shorter than CaD)" for f in formats], rows)
+    for group, t in tallies.items():
+        for name, c in t.costs.items():
+            rows.append((group, method_label(name, {**FORMAT_LABELS, "regen": "full regeneration", "copy": "CaD program"}),
+                         c.cases, f"{t.numbered_tokens if name == 'copy' else t.doc_tokens:,}", f"{c.tokens:,}", f"{c.tokens / max(c.cad_tokens, 1):.2f}x",
+                         "-" if name == "copy" else f"{c.shorter / max(c.cases, 1):.0%}",
+                         "-" if c.chosen is None else f"{c.chosen:,}",
+                         "-" if c.forwards is None or name == "regen" else f"{c.forwards:,}",
+                         "-" if name == "copy" else f"{c.tokens:,}"))
+    return markdown_table(["corpus", "method", "cases", "document in the prompt (tokens)", "output tokens", "x CaD program", "shorter than CaD",
+                           "tokens chosen (constrained)", "forwards (constrained)", "forwards (unconstrained)"], rows)
 
 
 def plot(tallies: dict[str, Tally], path: Path) -> None:
@@ -285,17 +338,28 @@ def add_arguments(parser) -> None:
                              "(default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
     add_format_argument(parser)
+    parser.add_argument("--no-schedule", action="store_true",
+                        help="skip the tokens chosen and forwards of each way of writing the edit (a teacher-forced "
+                             "run of every program with a one-layer model: about a second per case and format on "
+                             "long files)")
 
 
-def format_section(table: str) -> str:
-    """The report's section on the edit formats' output tokens (empty without formats)."""
-    if not table:
-        return ""
-    return ("**Edit formats** (`docs/edit_formats.md`): output tokens of each format's oracle program (minimal "
-            "hunks, old lines widened until unique in the file; tokenized as the model writes it after the prompt's "
-            "header), against the CaD program on the cases that format can write (a line format cannot write a "
-            "change of the final newline alone), and the share of those cases where it is shorter. The CaD "
-            "prompt holds the numbered document, the others the plain one:\n\n" + table + "\n\n")
+def format_section(table: str, scheduled: bool) -> str:
+    """The report's section on what each way of writing the edits costs."""
+    return ("**Edit formats** (`docs/edit_formats.md`): output tokens of full regeneration, the CaD program and "
+            "each format's oracle program (minimal hunks, old lines widened until unique in the file; tokenized as "
+            "the model writes it after the prompt's header), against the CaD program on the cases that format can "
+            "write (a line format cannot write a change of the final newline alone), and the share of those cases "
+            "where it is shorter. "
+            + ("Tokens chosen: the tokens the model decides under the grammar and, for a format, the document "
+               "constraint (the rest are forced, e.g. a search line once its prefix is unique); forwards: after the "
+               "prompt, constrained (forced runs and copies one forward each) and unconstrained (one per token, "
+               "the forward that predicts the end included for regeneration). Both from a teacher-forced run of "
+               "each program (`CopyEditor.execute`, a one-layer random model: the counts do not depend on the "
+               "weights). " if scheduled else "No schedule (`--no-schedule`): tokens chosen and forwards not "
+               "counted. ")
+            + "The CaD prompt holds the numbered document, the others the plain one (all cases of the row).\n\n"
+            + table + "\n\n")
 
 
 CHANGED_BINS = (0.002, 0.005, 0.01, 0.02, 0.05)
@@ -322,6 +386,10 @@ def by_changed_fraction(points: list[tuple[int, float, float]]) -> str:
 def run(args) -> int:
     tok_name, encode = load_encoder(args.tokenizer)
     formats = parse_formats(args.formats)
+    schedule = None
+    if not args.no_schedule and args.tokenizer != "approx":
+        path = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
+        schedule = Scheduler(path / "tokenizer.json" if path.is_dir() else path)
     curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
     if not curves:
         print(f"no kernel CSV at {args.kernel_csv}: bound columns say {NO_CSV!r}")
@@ -336,7 +404,7 @@ def run(args) -> int:
         cases = sample_by_bucket(corpus, args.limit, f"{args.seed}:{corpus.name}") if corpus.bucketed else corpus
         sizes[corpus.name] = f"{len(cases)} of {len(corpus)}"
         for case in cases:
-            one = case_tally(case.before, case.after, encode, formats)
+            one = case_tally(case.before, case.after, encode, formats, schedule)
             tally.add(one)
             if corpus.bucketed:
                 by_bucket[length_bucket(case.lines_before)].add(one)
@@ -348,7 +416,7 @@ def run(args) -> int:
         pooled.add(tally)
     tallies["pooled"] = pooled
     cov, cost, hist = tables(tallies, curves)
-    by_format = format_table(tallies, formats) if formats else ""
+    by_format = format_table(tallies)
     print(cov, cost, hist, by_format, sep="\n\n")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -387,7 +455,7 @@ free, for comparison with bounds that ignore them). {kernel}
 
 {cost}
 
-{format_section(by_format)}**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
+{format_section(by_format, schedule is not None)}**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
 
 {hist}
 

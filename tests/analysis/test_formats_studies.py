@@ -40,18 +40,21 @@ def test_every_format_writes_the_edit_and_it_applies():
 def test_coverage_counts_each_format_against_the_cad_program(data_dir, tmp_path):
     _, encode = coverage.load_encoder(None)
     one = coverage.case_tally(BEFORE, AFTER, encode, FORMATS)
-    assert one.format_cases == dict.fromkeys(FORMATS, 1)
+    assert set(one.costs) == {"regen", "copy", *FORMATS}
+    assert one.costs["regen"].tokens == len(encode(AFTER)[0]) == one.costs["regen"].forwards
+    assert one.costs["copy"].tokens == one.program_tokens and one.costs["copy"].chosen is None  # no schedule
     for name, text in format_programs(BEFORE, AFTER, list(FORMATS)).items():
-        assert one.format_tokens[name] == len(encode(text)[0])
-        assert one.format_cad_tokens[name] == one.program_tokens
-        assert one.format_shorter[name] == int(one.format_tokens[name] < one.program_tokens)
+        cost = one.costs[name]
+        assert (cost.cases, cost.tokens, cost.cad_tokens) == (1, len(encode(text)[0]), one.program_tokens)
+        assert cost.shorter == int(cost.tokens < one.program_tokens)
     assert one.numbered_tokens > one.doc_tokens
     pooled = coverage.Tally()
     pooled.add(one)
     pooled.add(one)
-    assert pooled.format_tokens == {k: 2 * v for k, v in one.format_tokens.items()}
-    table = coverage.format_table({"pooled": pooled}, list(FORMATS))
-    assert "| pooled | 2 |" in table and "unified diff (x CaD; shorter than CaD)" in table
+    assert {k: c.tokens for k, c in pooled.costs.items()} == {k: 2 * c.tokens for k, c in one.costs.items()}
+    assert pooled.costs["regen"].forwards == 2 * one.costs["regen"].forwards and pooled.costs["udiff"].chosen is None
+    table = coverage.format_table({"pooled": pooled})
+    assert "| pooled | unified diff | 2 |" in table
 
     corpus = tmp_path / "tiny.jsonl"
     corpus.write_text(json.dumps({"before": BEFORE, "after": AFTER}) + "\n")
@@ -60,5 +63,5 @@ def test_coverage_counts_each_format_against_the_cad_program(data_dir, tmp_path)
     args = parser.parse_args(["--jsonl", str(corpus), "--formats", "udiff", "--out-dir", str(tmp_path)])
     assert coverage.run(args) == 0
     text = (tmp_path / "coverage.md").read_text()
-    assert "**Edit formats**" in text and "unified diff (x CaD" in text and "search/replace (x CaD" not in text
+    assert "**Edit formats**" in text and "| unified diff |" in text and "search/replace" not in text
     assert "--formats udiff" in text

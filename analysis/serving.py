@@ -320,7 +320,7 @@ def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
 
 
 def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad", copy_mode: str = "prefill") -> MethodResult:
-    from cad_outlines.serving.edit_run import stream_edits
+    from cad_outlines.serving.editing.edit_run import stream_edits
 
     edits = []
     for c in cases:
@@ -356,8 +356,8 @@ def grammar_cost(llm, repeats: int = 20) -> str:
     from vllm import SamplingParams
 
     from cad_outlines.grammars import load_grammar_text
-    from cad_outlines.serving.grammar_library import forget_checks
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+    from cad_outlines.serving.constraints.grammar_library import forget_checks
+    from cad_outlines.serving.constraints.vllm_processor import CadLogitsProcessor
 
     text = load_grammar_text("json")
     variants = {"by name (`cad_grammar: json`)": {"cad_grammar": "json"},
@@ -406,7 +406,7 @@ def run(args) -> int:
 
     from cad_outlines.decoding.encoding import TokenEncoder
     from cad_outlines.serving import ServedEditor
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor, load_tokenizer
+    from cad_outlines.serving.constraints.vllm_processor import CadLogitsProcessor, load_tokenizer
 
     args.dtype_requested = args.dtype
     if args.dtype == "auto":
@@ -438,7 +438,7 @@ def run(args) -> int:
         editor = ServedEditor.from_llm(llm)
         editors = {"cad": editor, "cad_per_op": ServedEditor.from_llm(llm, one_request=False), "cad_skip": editor}
         warm = editor.new_edit("a = 1\nb = 2\n", "x", script='<copy lines="1-1"/><gen>b = 3\n</gen></program>')
-        from cad_outlines.serving.edit_run import run_edits
+        from cad_outlines.serving.editing.edit_run import run_edits
 
         run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
         for n in sizes:

@@ -18,18 +18,18 @@ from .edits import (
     resolve_text,
     split_lines,
 )
-from .engine.compile import compile_grammar
+from .engine.compile import compile_grammar, compile_json_schema
 from .errors import (
     CadOutlinesError,
     GrammarError,
     ProgramError,
     RequestError,
     ResourceLimitError,
+    SchemaError,
     ServingError,
     TokenError,
 )
 from .engine.compiled_grammar import CompiledGrammar
-from .engine.json_schema import compile_json_schema
 from .engine.matcher import (
     InvalidTokenError,
     Matcher,
@@ -53,6 +53,7 @@ __all__ = [
     "TokenError",
     "CompiledGrammar",
     "GrammarCompileError",
+    "SchemaError",
     "InvalidTokenError",
     "Matcher",
     "Vocabulary",

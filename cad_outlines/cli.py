@@ -127,6 +127,7 @@ def _study(args) -> int:
 
 def _analyze(args) -> int:
     from .engine.vocabulary import Vocabulary
+    from .edits.documents import read_document
     from .grammar_report import analyze_grammar
     from .grammars import grammar_source
 
@@ -135,7 +136,7 @@ def _analyze(args) -> int:
     vocab = Vocabulary.from_tokenizer(tokenizer)
     tokens = None
     if args.document:
-        text = Path(args.document).read_text(encoding="utf-8")
+        text = read_document(args.document)
         tokens = encode_exactly(vocab, tokenizer, text)
         if tokens is None:
             raise UserError(f"{args.document}: the tokenizer cannot spell the document byte for byte")

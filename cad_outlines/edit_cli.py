@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from .cli_common import UserError, load_tokenizer, non_negative_int, positive_int, temperature, top_p
+from .edits.documents import read_document, write_document
+from .engine.vocabulary import model_mismatch
 
 __all__ = ["add_arguments", "run"]
 
@@ -35,6 +37,9 @@ def add_arguments(parser) -> None:
     where.add_argument("--output", help="write the new document to this file (only if the program completed)")
     where.add_argument("--in-place", action="store_true",
                        help="write the new document back to FILE (only if the program completed)")
+    parser.add_argument("--allow-delete-all", action="store_true",
+                        help="let --output / --in-place write an edit that deletes every line of the document "
+                             "(refused otherwise: an empty program is more often a model gone wrong)")
     parser.epilog = ("The program, its diff and its cost are printed; FILE is only read unless --in-place, and "
                      "only --output or --in-place writes a file (nothing when the program was cut off: exit "
                      "status 1).")
@@ -50,17 +55,21 @@ def _folder(path: str, what: str) -> str:
 
 
 def _check_sizes(model_dir: str, tokenizer, tokenizer_path: str) -> None:
-    """A tokenizer with more tokens than the model has embeddings does not belong to it:
-    say so before loading the model (its ids past the model's vocabulary would crash)."""
+    """A tokenizer that does not belong to the model (more tokens than its embedding, far fewer, or without
+    its EOS id): say so before loading the model. Under another model's tokenizer the model still writes a
+    grammatical program, of the wrong tokens (``<program></program>`` deletes the whole document)."""
     try:
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise UserError(f"model {model_dir!r}: config.json cannot be read: {e}") from e
-    size = config.get("vocab_size") or config.get("text_config", {}).get("vocab_size")
-    if isinstance(size, int) and len(tokenizer) > size:
-        raise UserError(f"tokenizer {tokenizer_path!r} has {len(tokenizer)} tokens but model {model_dir!r} has "
-                        f"{size} (config.json vocab_size): the tokenizer does not belong to this model; give the "
-                        "model's own tokenizer with --tokenizer (or leave it out when the model folder holds one)")
+    text = config.get("text_config", {})
+    size = config.get("vocab_size") or text.get("vocab_size")
+    eos = config.get("eos_token_id", text.get("eos_token_id"))
+    why = model_mismatch(len(tokenizer), size if isinstance(size, int) else None, eos)
+    if why:
+        raise UserError(f"tokenizer {tokenizer_path!r} does not belong to model {model_dir!r}: {why} (config.json); "
+                        "give the model's own tokenizer with --tokenizer (or leave it out when the model folder "
+                        "holds one)")
 
 
 def run(args) -> int:
@@ -68,8 +77,7 @@ def run(args) -> int:
 
     from .generators.copy_decode import CopyEditor, Sampling
 
-    with open(args.file, encoding="utf-8", newline="") as f:  # newline="": keep \r\n as it is
-        document = f.read()
+    document = read_document(args.file)  # \r\n kept; a file that is not UTF-8 is named
     model_dir = _folder(args.model, "model")
     tokenizer = load_tokenizer(args.tokenizer or args.model)
     _check_sizes(model_dir, tokenizer, args.tokenizer or args.model)
@@ -97,7 +105,7 @@ def run(args) -> int:
             print(f"not writing {'--in-place' if args.in_place else '--output'}: the program is incomplete",
                   file=sys.stderr)
             return 1
-        with open(target, "w", encoding="utf-8", newline="") as f:
-            f.write(result.text)
+        write_document(target, document, result.text, allow_delete_all=args.allow_delete_all,
+                       flag="--allow-delete-all")
         print(f"wrote {target}", file=sys.stderr)
     return 0 if result.complete else 1

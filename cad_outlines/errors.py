@@ -6,10 +6,12 @@ so ``except ValueError`` keeps working:
 
 - :class:`GrammarError`: a grammar that cannot be read or compiled (lark's syntax errors and bad regexes
   included), naming the file, line, and the rule or terminal at fault, and why;
-  :class:`GrammarCompileError` is the engine's own kind of it (a terminal or rule we cannot compile).
+  :class:`GrammarCompileError` is the engine's own kind of it (a terminal or rule we cannot compile);
+  :class:`SchemaError` a JSON Schema keyword the JSON Schema front end cannot honour, with its JSON pointer.
 - :class:`TokenError`: a token id that is invalid, out of range, or not allowed by the grammar here.
 - :class:`ProgramError`: an edit program that does not parse (:class:`ProgramSyntaxError`), is cut off
   (:class:`IncompleteProgramError`) or copies lines the document lacks (:class:`SpanError`).
+- :class:`DocumentError`: a document file that is not UTF-8 text, or an edit that would empty it.
 - :class:`ServingError`: the serving layer (a malformed request: :class:`RequestError`; an engine failure).
 - :class:`ParameterError`: a parameter out of its range (``Sampling(temperature=-1)``).
 - :class:`ResourceLimitError`: an input that would cost more than a configured limit (time, memory,
@@ -25,8 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "CadOutlinesError", "GrammarError", "GrammarCompileError", "LexError", "TokenError", "InvalidTokenError",
-    "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "ServingError", "RequestError",
+    "CadOutlinesError", "GrammarError", "GrammarCompileError", "SchemaError", "LexError", "TokenError",
+    "InvalidTokenError", "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "DocumentError",
+    "ServingError", "RequestError",
     "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError", "ParameterError",
     "SettingError",
 ]
@@ -75,6 +78,16 @@ class GrammarCompileError(GrammarError):
         self.construct = construct
         self.position = position
         super().__init__(message, name=terminal, kind=kind)
+
+
+class SchemaError(GrammarError):
+    """A JSON Schema that cannot be compiled exactly: one line naming the keyword, its JSON pointer
+    (``""`` is the root) and why. Nothing is dropped silently: a keyword that would change the
+    language and cannot be honoured is refused this way."""
+
+    def __init__(self, keyword: str, pointer: str, message: str):
+        self.keyword, self.pointer = keyword, pointer
+        super().__init__(f"at {pointer or '/'!r}: {message}", name=keyword, kind="keyword")
 
 
 class LexError(CadOutlinesError, ValueError):
@@ -141,6 +154,11 @@ class IncompleteProgramError(ProgramError):
             f"program ended before {expected}{detail} (cut off after {n} {unit}{'s' * (n != 1)}); "
             "pass partial=True to get what it has"
         )
+
+
+class DocumentError(CadOutlinesError, ValueError):
+    """A document file that cannot be read as text (naming the file), or a write of an edit that would lose
+    the document (every line deleted) without the caller saying so."""
 
 
 # --- generation and serving ------------------------------------------------------------------------------

@@ -145,6 +145,7 @@ class Limits:
     max_literal_chars: int | None = 4096  # one terminal's string literal or regex source
     max_terminals: int | None = 2000  # terminals after %imports and inlining
     max_rules: int | None = 50_000  # BNF rules after EBNF expansion
+    max_schema_depth: int | None = 256  # nesting of a JSON Schema document (objects and arrays in it)
     max_dfa_states: int | None = 10_000  # code-point DFA states of one terminal (minimising is superlinear)
     max_lexer_configs: int | None = 500_000  # lexer configurations (bounded by the byte automaton's states)
     max_store_rows: int | None = 50_000_000  # mask-store rows, summed over configurations

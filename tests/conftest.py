@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixture_data import SKIP_REASON, SMALL, USER_CACHE, require_shared, shared_data
+from tests.fixture_data import SKIP_REASON, SMALL, USER_CACHE, VLLM_SKIP_REASON, require_shared, shared_data
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """One line for every test skipped for want of the shared data: how many, and how to run them."""
+    """One line for the tests skipped for want of the shared data, one for those skipped for want of vLLM:
+    how many, and how to run them."""
+    vllm = [r for r in terminalreporter.stats.get("skipped", []) if VLLM_SKIP_REASON in str(r.longrepr)]
+    if vllm:
+        terminalreporter.write_line(
+            f"{len(vllm)} test modules skipped: they need vLLM, which lives in a venv of its own (its CPU build pins "
+            "other versions of torch, lark and transformers); to run them, make one as docs/serving.md says, or as "
+            ".ci/run does, and run them there", yellow=True)
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if SKIP_REASON in str(r.longrepr)]
     if skipped:
         env = os.environ.get("CAD_OUTLINES_DATA")
@@ -111,7 +118,7 @@ def _serving_admission_state_per_module():
     yield
     import sys
 
-    admission = sys.modules.get("cad_outlines.serving.admission")
+    admission = sys.modules.get("cad_outlines.serving.constraints.admission")
     if admission is not None:
         admission._VOCAB_SIZES.clear()
         admission._GATE_REQUIRED[0] = False

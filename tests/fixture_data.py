@@ -18,6 +18,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "tests" / "data"
 SKIP_REASON = "needs the shared data folder (../shared/data or CAD_OUTLINES_DATA)"
+# The vLLM test modules skip whole (``pytest.importorskip("vllm", reason=VLLM_SKIP_REASON)``) where vLLM is not
+# installed: it lives in a venv of its own (.ci/run makes one and runs them there); conftest.py says so in one line.
+VLLM_SKIP_REASON = "needs vLLM, installed in a venv of its own (pip install -e '.[vllm]', see docs/serving.md)"
 USER_CACHE = os.environ.get("CAD_OUTLINES_CACHE") or None  # as the user started the tests (conftest.py sets one)
 
 

@@ -98,7 +98,7 @@ def async_engine(tiny_model, cache_dir: Path):
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+    from cad_outlines.serving.constraints.vllm_processor import CadLogitsProcessor
 
     with grammar_cache(cache_dir):
         loop = asyncio.new_event_loop()
@@ -120,7 +120,7 @@ def blocking_llm(tiny_model, cache_dir: Path):
     cached in `cache_dir` (:func:`grammar_cache`)."""
     from vllm import LLM
 
-    from cad_outlines.serving.vllm_processor import CadLogitsProcessor
+    from cad_outlines.serving.constraints.vllm_processor import CadLogitsProcessor
 
     with grammar_cache(cache_dir):
         llm = LLM(model=str(tiny_model), logits_processors=[CadLogitsProcessor], **ENGINE)

@@ -247,8 +247,8 @@ def test_edit_with_a_tokenizer_that_is_not_the_models(capsys, tmp_path):
     doc = tmp_path / "d.txt"
     doc.write_text("a\n")
     code = main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--tokenizer", str(GPT2)])
-    one_line_error(capsys, code, "has 50257 tokens", "has 512 (config.json vocab_size)",
-                   "does not belong to this model", "--tokenizer")
+    one_line_error(capsys, code, "has 50257 tokens", "the model has 512 (its vocab_size)",
+                   "does not belong to model", "--tokenizer")
 
 
 @pytest.mark.parametrize("flag, value, words", [
@@ -315,3 +315,46 @@ def test_demo_with_a_bad_tokenizer_is_one_line(which, capsys, tmp_path):
     words = {"missing": ["nonexistent", "no such file or folder"], "folder": ["no tokenizer.json in that folder"],
              "not-json": ["tokenizer.json", "not a tokenizer.json the tokenizers library can read"]}[which]
     one_line_error(capsys, code, *words)
+
+
+def test_edit_with_a_tokenizer_far_smaller_than_the_models_vocabulary(capsys, tmp_path):
+    """Issue 29: another model's (smaller) tokenizer ran without a word and wrote `<program></program>`; with
+    --in-place that emptied the file. Refused before the model loads (only config.json is read)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    config = json.loads((MODEL / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "vocab_size": 50257}))
+    doc = tmp_path / "d.txt"
+    doc.write_text("a\n")
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(model), "--tokenizer", str(MODEL),
+                 "--in-place"])
+    one_line_error(capsys, code, "does not belong to model", "512 tokens", "50257", "far more than padding",
+                   "--tokenizer")
+    assert doc.read_text() == "a\n"
+
+
+def test_edit_of_a_file_that_is_not_utf8_names_the_file(capsys, tmp_path):
+    doc = tmp_path / "latin1.txt"
+    doc.write_bytes("caf\xe9\n".encode("latin-1"))
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL)])
+    one_line_error(capsys, code, "latin1.txt", "is not UTF-8 text", "0xe9", "offset 3")
+
+
+@pytest.mark.parametrize("where", ["--in-place", "--output"])
+def test_edit_never_writes_a_program_that_deletes_every_line(where, capsys, tmp_path, monkeypatch):
+    """An empty program is a complete edit that deletes the document: not written without --allow-delete-all."""
+    from cad_outlines.generators.copy_decode import CopyEditor
+
+    edit = CopyEditor.edit  # the model writes the empty program (teacher-forced)
+    monkeypatch.setattr(CopyEditor, "edit", lambda self, document, instruction, **kw: edit(
+        self, document, instruction, **{**kw, "script": "</program>"}))
+    doc, out = tmp_path / "d.txt", tmp_path / "new.txt"
+    doc.write_text("a\nb\n")
+    args = ["edit", str(doc), "--instruction", "x", "--model", str(MODEL)]
+    args += ["--in-place"] if where == "--in-place" else ["--output", str(out)]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and "deletes every line of the document (2 lines)" in err and "--allow-delete-all" in err, err
+    assert doc.read_text() == "a\nb\n" and not out.exists()
+    assert main(args + ["--allow-delete-all"]) == 0
+    assert (doc if where == "--in-place" else out).read_text() == ""

@@ -24,7 +24,12 @@ LAYERS = {
     "cad_outlines.grammar_report": 5,
     "cad_outlines.decoding": 6,  # what the in-process loops and the vLLM client share
     "cad_outlines.generators": 7,
-    "cad_outlines.serving": 7,
+    "cad_outlines.serving": 7.4,  # its facade; below it, one way: http -> editing -> constraints -> shared
+    "cad_outlines.serving.limits": 7,
+    "cad_outlines.serving.tokenizer": 7,
+    "cad_outlines.serving.constraints": 7.1,
+    "cad_outlines.serving.editing": 7.2,
+    "cad_outlines.serving.http": 7.3,
     "cad_outlines.examples": 7,
     "cad_outlines.cli_common": 7,
     "cad_outlines.demo": 8,

@@ -142,3 +142,48 @@ def test_bitmask_rows_no_matcher_fills_allow_everything():
     allowed = torch.from_numpy(Matcher(grammar).allowed_mask())
     assert 0 < int(allowed.sum()) < vocab.size
     assert torch.equal(torch.isfinite(logits[1]), allowed)
+
+
+def test_bitmask_application_leaves_padding_columns_of_free_rows_alone():
+    """Issue 29: logits wider than the vocabulary (GPT-2: 50,257 ids, 50,304 columns): a None row's padding
+    columns became -inf; a filled row's stay disallowed (ids the grammar does not know)."""
+    import torch
+
+    from cad_outlines import Matcher, allocate_token_bitmask, apply_token_bitmask_inplace, fill_next_token_bitmask_batch
+    from tests.helpers import ToyVocab
+
+    vocab = ToyVocab.make()
+    grammar = compile_grammar("json", vocab, cache=False, progress=False)
+    bitmask = allocate_token_bitmask(2, vocab.size)
+    fill_next_token_bitmask_batch([None, Matcher(grammar)], bitmask)
+    width = bitmask.shape[1] * 32 + 47  # wider than the bitmask's bits
+    logits = torch.randn(2, width)
+    before = logits.clone()
+    apply_token_bitmask_inplace(logits, bitmask)
+    assert torch.equal(logits[0], before[0])
+    assert torch.isinf(logits[1, vocab.size:]).all()
+    alone = before[:1].clone()  # a batch of free rows only, and a single 1-d row
+    apply_token_bitmask_inplace(alone, bitmask[:1])
+    assert torch.equal(alone, before[:1])
+
+
+def test_copy_editor_refuses_a_tokenizer_that_is_not_the_models(tiny):
+    """Both mismatches, in one line: more tokens than the model has rows, and far fewer."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from cad_outlines.generators.copy_decode import CopyEditor
+
+    _, tokenizer = tiny  # 512 tokens
+    for rows, words in ((5000, "far more than padding"), (300, "ids past the model's vocabulary")):
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=rows, hidden_size=16, intermediate_size=32,
+                                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+        with pytest.raises(ParameterError, match="does not belong to this model") as info:
+            CopyEditor(model, tokenizer, cache=False)
+        assert words in str(info.value) and len(str(info.value).splitlines()) == 1
+
+
+def test_execute_with_the_instruction_where_the_program_belongs_says_they_are_swapped(editor):
+    doc = "a\nb\n"
+    with pytest.raises(ParameterError, match="look swapped"):
+        editor.execute(doc, "Rename a to c", '<copy lines="1-2"/></program>')
+    assert editor.execute(doc, '<copy lines="1-2"/></program>', "Rename a to c").text == doc

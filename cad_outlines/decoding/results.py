@@ -5,11 +5,10 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..edits.lines import split_lines
+from ..edits.lines import split_lines, unified_diff
 from ..edits.program import Copy, EditProgram, Op
 from ..edits.resolve import StreamingResolver
 
@@ -62,9 +61,9 @@ class EditResult:
     format: str = "copy"
     error: str | None = None
 
-    def diff(self, context: int = 3) -> str:
+    def diff(self, context: int = 3, from_name: str = "before", to_name: str = "after") -> str:
         """Unified diff from the document to the new text (line endings kept, ``\r\n``
-        included). For an incomplete program, only the document lines up to the last line
+        included), its headers `from_name` and `to_name` (``a/src/app.py``...). For an incomplete program, only the document lines up to the last line
         it copied are compared (the rest was not reached, not deleted), and a last line
         says so."""
         before, after = split_lines(self.document), split_lines(self.text)
@@ -75,12 +74,7 @@ class EditResult:
                 note = (f"(incomplete program: document lines {reached + 1}-{len(before)} were not reached "
                         "and are not in this diff)\n")
             before = before[:reached]
-        out = []
-        for line in difflib.unified_diff(before, after, "before", "after", n=context):
-            out.append(line)
-            if not line.endswith("\n"):
-                out.append("\n\\ No newline at end of file\n")
-        return "".join(out) + note
+        return unified_diff(before, after, from_name, to_name, context) + note
 
 
 @dataclass(frozen=True)

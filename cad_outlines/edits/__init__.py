@@ -1,6 +1,7 @@
 """Edit programs: the copy/gen language, its resolver and oracle programs."""
 
 from .answers import extract_program, program_from_answer, resolve_text
+from .documents import deletes_everything, read_document, write_document
 from .lines import number_lines, split_lines
 from .oracle import approx_token_count, oracle_program
 from .program import Copy, EditProgram, Gen, ProgramScanner, ProgramSyntaxError, gen_ops, parse_program
@@ -16,6 +17,7 @@ __all__ = [
     "SpanError",
     "StreamingResolver",
     "approx_token_count",
+    "deletes_everything",
     "extract_program",
     "gen_ops",
     "iter_resolve",
@@ -23,7 +25,9 @@ __all__ = [
     "oracle_program",
     "parse_program",
     "program_from_answer",
+    "read_document",
     "resolve",
     "resolve_text",
     "split_lines",
+    "write_document",
 ]

@@ -7,7 +7,9 @@ break. The empty document has no lines.
 
 from __future__ import annotations
 
-__all__ = ["split_lines", "number_lines"]
+import difflib
+
+__all__ = ["split_lines", "number_lines", "unified_diff"]
 
 
 def split_lines(text: str) -> list[str]:
@@ -27,4 +29,16 @@ def number_lines(text: str, width: int | None = None) -> str:
     for i, line in enumerate(lines, 1):
         body = line if line.endswith("\n") else line + "\n"
         out.append(f"{i:>{width}} | {body}")
+    return "".join(out)
+
+
+def unified_diff(before: str | list[str], after: str | list[str], from_name: str = "before",
+                 to_name: str = "after", context: int = 3) -> str:
+    """A unified diff from `before` to `after` (texts, or lists of lines from :func:`split_lines`), line
+    endings kept; a last line without its newline is marked ``\\ No newline at end of file`` as git does."""
+    a = split_lines(before) if isinstance(before, str) else before
+    b = split_lines(after) if isinstance(after, str) else after
+    out = []
+    for line in difflib.unified_diff(a, b, from_name, to_name, n=context):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)

@@ -9,11 +9,12 @@ import sys
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import lark
 
-from ..errors import GrammarError
+from ..errors import GrammarCompileError, GrammarError, SchemaError
 from ..grammars import grammar_source
 from ..limits import Limits, check_deadline, check_limit, enforcing
 from .compiled_grammar import CompiledGrammar
@@ -23,7 +24,7 @@ from .frontend.grammar_checks import check_language, missing_start_error
 from .frontend.grammar_load import LoadedGrammar, load_rules, postlexer
 from .frontend.lalr import parse_tables
 from .store.grammar_analysis import GrammarAnalysis, LRGame
-from .store.lexer import ConfigTable, Lexer
+from .store.lexer import ConfigTable, Lexer, LexerSpec
 from .store.mask_store import MaskStore
 from .store.native_store import build_mask_store
 from .frontend.parse_tables import IndentTracker
@@ -31,8 +32,8 @@ from .store.streamline import streamline as streamline_store
 from .store.lexer import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "wait_for_cache_writes", "grammar_fingerprint", "cache_dir", "source_key",
-           "cached_path"]
+__all__ = ["load_lark", "compile_grammar", "compile_json_schema", "wait_for_cache_writes", "grammar_fingerprint",
+           "cache_dir", "source_key", "cached_path"]
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
@@ -160,17 +161,43 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
 def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
                      cache: bool | str | Path, progress: bool, streamline: bool, lazy: bool,
                      profile: CompileProfile | None) -> CompiledGrammar:
+    fpath = cached_path(grammar, vocab, lazy=lazy, cache=cache, start=start, import_paths=import_paths,
+                        postlex=postlex, streamline=streamline)
+
+    def phases(prof: CompileProfile) -> _Phases:
+        lk, start_, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
+        return _Phases(lk, start_, spec, tables, indenter, grammar_fingerprint(lk))
+
+    return _compile(fpath, vocab, phases, cache=cache, progress=progress, streamline=streamline, lazy=lazy,
+                    profile=profile)
+
+
+@dataclass
+class _Phases:
+    """What a front end hands the later stages: the rules (for the analyses), the start rule, the
+    lexer's spec, the parse tables, the indenter (or None) and the grammar's content hash."""
+
+    lk: object
+    start: str
+    spec: LexerSpec
+    tables: object
+    indenter: IndentTracker | None
+    fingerprint: str
+
+
+def _compile(fpath: Path | None, vocab: Vocabulary, phases, *, cache: bool | str | Path, progress: bool,
+             streamline: bool, lazy: bool, profile: CompileProfile | None) -> CompiledGrammar:
+    """Load the cached flat file at `fpath`, or build it: `phases(profile)` runs the front end
+    (:class:`_Phases`), then the lazy lexer arrays or the eager store (streamlined or not)."""
     folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
-    options = dict(start=start, import_paths=import_paths, postlex=postlex, streamline=streamline)
-    fpath = cached_path(grammar, vocab, lazy=lazy, cache=cache, **options)
 
     def objects(prof: CompileProfile | None = None) -> CompiledGrammar:
-        return _compile_objects(grammar, vocab, folder=folder, progress=progress, profile=prof, **options)
+        return _compile_objects(vocab, phases, folder=folder, progress=progress, profile=prof, streamline=streamline)
 
     def reference():  # the Python objects of the eager build (analyses, reference matcher)
         return objects(CompileProfile())._reference()
 
-    prof = profile if profile is not None else CompileProfile()
+    prof = profile if profile is not None else CompileProfile(memory=False)
     if fpath is not None:
         _wait_for_save(fpath)
     if fpath is not None and fpath.is_file():
@@ -187,8 +214,7 @@ def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
     if lazy:
         prof.start(progress, planned=len(LAZY_PHASES))
         try:
-            g, lexer = _compile_lazy(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
-                                     profile=prof)
+            g, lexer = _compile_lazy(vocab, phases, profile=prof)
             with prof.phase("flat arrays"):
                 flat = flatten_lazy(g, lexer)
                 flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=g.grammar_hash)
@@ -277,13 +303,12 @@ def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postle
     return lk, start, spec, tables, IndentTracker.from_postlex(pl) if pl is not None else None
 
 
-def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
-                  profile: CompileProfile) -> tuple[CompiledGrammar, tuple[dict, dict]]:
+def _compile_lazy(vocab: Vocabulary, phases, *, profile: CompileProfile) -> tuple[CompiledGrammar, tuple[dict, dict]]:
     """The grammar-only phases: (objects without a store or lexer configurations, the
     lexer's arrays with its byte automaton), for :func:`~.flat_grammar.flatten_lazy`."""
     prof = profile
-    lk, start, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
-    g = CompiledGrammar(vocab, Lexer(spec), None, tables, indenter, grammar_fingerprint(lk), streamlined=False)
+    ph = phases(prof)
+    g = CompiledGrammar(vocab, Lexer(ph.spec), None, ph.tables, ph.indenter, ph.fingerprint, streamlined=False)
     with prof.phase("lexer configurations"):
         lexer = lazy_lexer_arrays(g)
         check_limit("max_lexer_configs", len(lexer[0]["c_owner"]), "lexer")
@@ -292,15 +317,14 @@ def _compile_lazy(grammar: str | Path, vocab: Vocabulary, *, start: str | None, 
     return g, lexer
 
 
-def _compile_objects(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
-                     folder: Path | None, progress: bool, streamline: bool, profile: CompileProfile
-                     ) -> CompiledGrammar:
-    """The Python objects: lark load, terminal automata, mask store (cached as .npz),
+def _compile_objects(vocab: Vocabulary, phases, *, folder: Path | None, progress: bool, streamline: bool,
+                     profile: CompileProfile) -> CompiledGrammar:
+    """The Python objects: the front end's phases, mask store (cached as .npz),
     streamlining; each phase recorded in `profile` (started by the caller)."""
     prof = profile
-    lk, start, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
+    ph = phases(prof)
+    lk, start, spec, tables, indenter, fingerprint = ph.lk, ph.start, ph.spec, ph.tables, ph.indenter, ph.fingerprint
     lexer = Lexer(spec)
-    fingerprint = grammar_fingerprint(lk)
     key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
     path = folder / f"store-{key}.npz" if folder else None
     spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder and streamline else None
@@ -406,3 +430,118 @@ def _progress_bar():
             bars[0].write(f"mask store: {bars[0].n} lexer configurations in {time.perf_counter() - started:.1f}s")
 
     return update, close
+
+
+_SCHEMAS: dict[str, CompiledGrammar] = {}  # in-process: content key -> compiled (most recent last)
+_SCHEMAS_LOCK = threading.Lock()
+_SCHEMAS_KEPT = 256
+SCHEMA_VERSION = "1"  # bump whenever the JSON Schema front end's grammar for a schema changes
+
+
+def load_schema(schema) -> object:
+    """A JSON Schema given as a dict/bool, its JSON text, or a ``.json`` file (path or Path)."""
+    import json
+
+    if isinstance(schema, Path) or (isinstance(schema, str) and schema.endswith(".json") and "\n" not in schema
+                                    and Path(schema).is_file()):
+        schema = Path(schema).read_text(encoding="utf-8")
+    if isinstance(schema, str):
+        check_limit("max_grammar_bytes", len(schema.encode("utf-8", "surrogatepass")), "JSON Schema")
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarError(f"the schema is not valid JSON: {e}") from e
+    if not isinstance(schema, (dict, bool)):
+        raise GrammarError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
+    check_limit("max_schema_depth", _depth(schema), "JSON Schema nesting")
+    return schema
+
+
+def _depth(x) -> int:
+    """How deeply objects and arrays nest in a JSON value (iteratively: a hostile one is deep)."""
+    deepest, todo = 0, [(x, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, dict):
+            deepest = max(deepest, d)
+            todo.extend((c, d + 1) for c in v.values())
+        elif isinstance(v, list):
+            deepest = max(deepest, d)
+            todo.extend((c, d + 1) for c in v)
+    return deepest
+
+
+def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outlines", coerce_one_of: bool = False,
+                        lazy: bool = True, cache: bool | str | Path = True, progress: bool | None = None,
+                        streamline: bool = True, profile: CompileProfile | None = None,
+                        limits: Limits | None = None) -> CompiledGrammar:
+    """Compile a JSON Schema (a dict, its JSON text, or a ``.json`` file) for a vocabulary.
+
+    The schema becomes a grammar for this engine (:mod:`.frontend.json_schema`): one rule per
+    sub-schema, exact terminals for strings, numbers and keys. Options:
+
+    - `whitespace`: ``"outlines"`` (default: an optional space around ``{ } [ ] , :``, as Outlines),
+      ``"flexible"`` (any JSON whitespace there, as llguidance), ``"compact"`` (none), or a regex
+      matched at each of those places; never before or after the whole value;
+    - property order: declared ``properties`` in schema order (as Outlines, llguidance and
+      MaskBench), then additional or pattern properties in any order;
+    - `coerce_one_of`: treat a ``oneOf`` whose branches may overlap as ``anyOf`` (else refused);
+    - `lazy` (default True): rows built on first use (:func:`compile_grammar`'s ``lazy``); False
+      builds and streamlines the whole store.
+
+    Compiled grammars are kept in process and on disk (`cache`), keyed by the schema's canonical
+    JSON, the options, the vocabulary and the library's versions. A keyword that cannot be honoured
+    raises :class:`~cad_outlines.errors.SchemaError` naming it and its JSON pointer; `limits` bounds
+    the compile as for :func:`compile_grammar` (:class:`~cad_outlines.errors.ResourceLimitError`).
+    """
+    import json
+
+    from .frontend.json_schema import build_grammar
+
+    with enforcing(limits):
+        schema = load_schema(schema)
+        text = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+        check_limit("max_grammar_bytes", len(text.encode("utf-8", "surrogatepass")), "JSON Schema")
+        h = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
+        h.update(repr((whitespace, coerce_one_of, streamline and not lazy, vocab.content_hash, _library_version(),
+                       SCHEMA_VERSION, STREAMLINE_VERSION, FLAT_VERSION)).encode())
+        key = h.hexdigest()[:32]
+        mkey = f"{key}:{'lazy' if lazy else 'eager'}"
+        with _SCHEMAS_LOCK:
+            got = _SCHEMAS.pop(mkey, None)
+            if got is not None:
+                _SCHEMAS[mkey] = got
+                return got
+        folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
+        fpath = None if folder is None else folder / f"{'lazy' if lazy else 'flat'}-schema-{key}.bin"
+
+        def phases(prof: CompileProfile) -> _Phases:
+            from .frontend.grammar_load import LoadedGrammar, LoadOptions
+            from .store.lexer import lexer_spec_from_dfas
+
+            with prof.phase("lark load"):  # the schema's rules, written directly
+                sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of)
+            with prof.phase("terminal DFAs"):
+                spec = lexer_spec_from_dfas(sg.terminals)
+            with prof.phase("parse tables"):
+                tables = parse_tables(sg.rules, sg.start)
+                if tables.shift_reduce:
+                    raise SchemaError("anyOf", "", f"the schema's alternatives overlap in a way the LALR(1) parser "
+                                      f"cannot decide ({tables.shift_reduce} shift/reduce conflicts)")
+            names = [type("T", (), {"name": n})() for n, _ in sg.terminals]
+            lk = LoadedGrammar(names, sg.rules, [], LoadOptions([sg.start]), None, text, "schema")
+            return _Phases(lk, sg.start, spec, tables, None, key)
+
+        try:
+            compiled = _compile(fpath, vocab, phases, cache=cache, progress=show_progress(progress),
+                                streamline=streamline and not lazy, lazy=lazy, profile=profile)
+        except GrammarCompileError as e:
+            if isinstance(e, SchemaError) or "collision" not in str(e):
+                raise
+            raise SchemaError("anyOf", "", "the schema's alternatives overlap in a way the LALR(1) parser cannot "
+                              f"decide: {str(e).splitlines()[0]}") from e
+        with _SCHEMAS_LOCK:
+            _SCHEMAS[mkey] = compiled
+            while len(_SCHEMAS) > _SCHEMAS_KEPT:
+                _SCHEMAS.pop(next(iter(_SCHEMAS)))
+        return compiled

@@ -62,6 +62,7 @@ class CompileProfile:
 
     per_phase_peaks: bool = False
     phases: list[Phase] = field(default_factory=list)
+    memory: bool = True  # read the peak RSS after each phase (a file read: off for compiles nobody profiles)
     _bar: object = field(default=None, repr=False)
 
     # -- recording --------------------------------------------------------------------
@@ -98,7 +99,7 @@ class CompileProfile:
     def add(self, name: str, seconds: float, cpu_seconds: float, note: str = "") -> None:
         """A phase measured by its caller (phases that interleave, like the token-level
         index and the store's rows)."""
-        self.phases.append(Phase(name, seconds, cpu_seconds, peak_rss_mib(), note))
+        self.phases.append(Phase(name, seconds, cpu_seconds, peak_rss_mib() if self.memory else float("nan"), note))
         if self._bar is not None:
             self._bar.update(1)
         if self.per_phase_peaks:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["Vocabulary", "bytes_to_unicode"]
+__all__ = ["Vocabulary", "bytes_to_unicode", "model_mismatch"]
 
 Scheme = Literal["byte_level", "sentencepiece"]
 
@@ -48,6 +48,31 @@ _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token"
 
 
 @lru_cache(maxsize=1)
+def model_mismatch(tokenizer_size: int, model_vocab_size: int | None, model_eos_ids=()) -> str | None:
+    """Why a tokenizer of `tokenizer_size` tokens cannot be the tokenizer of a model whose embedding has
+    `model_vocab_size` rows (and whose config names `model_eos_ids`), or None where it can be.
+
+    Models pad their embedding past the tokenizer (Qwen2.5: 151,665 tokens, 151,936 rows; Phi-3: 32,011 and
+    32,064; GPT-NeoX: 50,277 and 50,304), never by much: a gap of more than max(1,024, 2% of the rows) means
+    another model's tokenizer, and so does a tokenizer with more tokens than the model has rows, or a model
+    EOS id that the tokenizer does not have. Under another model's tokenizer the model still writes a
+    grammatical answer, of the wrong tokens: an empty edit program deletes the whole document."""
+    if model_vocab_size is None:
+        return None
+    if tokenizer_size > model_vocab_size:
+        return (f"the tokenizer has {tokenizer_size} tokens but the model has {model_vocab_size} (its vocab_size): "
+                "ids past the model's vocabulary would crash it")
+    slack = max(1024, model_vocab_size // 50)
+    if model_vocab_size - tokenizer_size > slack:
+        return (f"the tokenizer has {tokenizer_size} tokens but the model has {model_vocab_size} (its vocab_size): "
+                f"{model_vocab_size - tokenizer_size} more than the tokenizer, far more than padding (at most {slack})")
+    eos = [model_eos_ids] if isinstance(model_eos_ids, int) else list(model_eos_ids or ())
+    missing = [i for i in eos if isinstance(i, int) and not 0 <= i < tokenizer_size]
+    if missing:
+        return f"the model's EOS id {missing[0]} is not a token of this tokenizer ({tokenizer_size} tokens)"
+    return None
+
+
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character table (as in ``tokenizers``' ByteLevel)."""
     bs = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]

@@ -14,14 +14,14 @@ program in its answer with :func:`~cad_outlines.edits.answers.resolve_text`.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..decoding.prompt import build_prompt
 from ..edits.answers import resolve_text
-from ..edits.lines import split_lines
+from ..edits.documents import read_document, write_document
+from ..edits.lines import unified_diff
 
 __all__ = ["edit_tool"]
 
@@ -44,15 +44,8 @@ def _spec(name: str) -> dict[str, Any]:
     }
 
 
-def _diff(before: str, after: str, name: str) -> str:
-    out = []
-    for line in difflib.unified_diff(split_lines(before), split_lines(after), f"a/{name}", f"b/{name}"):
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
 def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | None = None, write: bool = False,
-              **edit_kwargs: Any) -> tuple[dict[str, Any], Callable[..., dict[str, Any]]]:
+              allow_delete_all: bool = False, **edit_kwargs: Any) -> tuple[dict[str, Any], Callable[..., dict[str, Any]]]:
     """(function spec, handler) for an agent framework.
 
     The handler takes ``instruction`` and one of ``document`` / ``path`` and returns
@@ -60,7 +53,9 @@ def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | No
     new document, `diff` a unified diff from the old one, `program` the edit program the
     model wrote, `error` None or one line saying what went wrong (then ``ok`` is False).
     A `path` must lie under `root` (default: the current folder); with `write` a completed
-    edit is written back to it (byte for byte: line endings kept). `edit_kwargs` go to
+    edit is written back to it (byte for byte: line endings kept), except one that deletes every line of the
+    file (``<program></program>``), which is returned with an error and not written unless
+    `allow_delete_all`. The diff's headers name the path as given (``a/src/app.py``). `edit_kwargs` go to
     :meth:`~.copy_decode.CopyEditor.edit` (``max_new_tokens``, ``sampling``...).
     """
     base = Path(root or ".").resolve()
@@ -88,8 +83,7 @@ def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | No
                 file = (base / path).resolve()
                 if not file.is_relative_to(base):
                     raise ValueError(f"path {path!r} is outside the folder this tool may edit ({base})")
-                with open(file, encoding="utf-8", newline="") as f:
-                    document = f.read()
+                document = read_document(file)
             if local:
                 result = editor.edit(document, instruction, **edit_kwargs)
                 text, program, complete = result.text, result.program_text, result.complete
@@ -101,11 +95,12 @@ def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | No
                 if not isinstance(answer, str):
                     raise ValueError(f"the model returned a {type(answer).__name__}, not text")
                 text, program, complete = resolve_text(answer, document), answer, True
+            shown = Path(path).as_posix() if path else "document"
             out.update(text=text, program=program, complete=complete,
-                       diff=_diff(document, text, Path(path).name if path else "document"))
+                       diff=unified_diff(document, text, f"a/{shown}", f"b/{shown}"))
             if complete and write and file is not None:
-                with open(file, "w", encoding="utf-8", newline="") as f:
-                    f.write(text)
+                write_document(file, document, text, allow_delete_all=allow_delete_all,
+                               flag="edit_tool(..., allow_delete_all=True)")
                 out["written"] = True
             out["ok"] = complete
         except Exception as e:  # an error value, not an exception: the agent reads it

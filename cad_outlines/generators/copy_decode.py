@@ -65,7 +65,7 @@ from ..edits.program import GEN_CLOSE, GEN_OPEN, PROGRAM_START
 from ..engine.compile import compile_grammar
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
-from ..engine.vocabulary import Vocabulary
+from ..engine.vocabulary import Vocabulary, model_mismatch
 from ..errors import ContextLengthError, ParameterError, ProgramError
 from ..grammars import grammar_path
 from .ngram import NgramLookup
@@ -151,6 +151,11 @@ class CopyEditor:
         self._prompts: list[_KeptPrompt] = []  # most recently used last
         self.model, self.tokenizer = model, tokenizer
         size = getattr(model.config, "vocab_size", None)
+        n_tokens = grammar.vocab.tokenizer_size if grammar is not None else len(tokenizer)
+        mismatch = model_mismatch(n_tokens, size, getattr(model.config, "eos_token_id", None))
+        if mismatch:
+            raise ParameterError(f"the tokenizer does not belong to this model: {mismatch}; give the model's own "
+                                 "tokenizer")
         if grammar is None:
             self.vocab = Vocabulary.from_tokenizer(tokenizer, model_vocab_size=size)
             self._grammars: dict[str, CompiledGrammar] = {}
@@ -326,14 +331,26 @@ class CopyEditor:
 
     def execute(self, document: str, program_text: str, instruction: str = "", **kwargs) -> EditResult:
         """Teacher-force a given program (see `script` in :meth:`stream`; a copy program with or
-        without its leading ``<program>``). The program is checked first: a program that does not
-        parse, is cut off, or does not apply to the document (a span outside it, a search text
-        that is not there once) raises a :class:`~cad_outlines.errors.ProgramError` before the
-        model runs. The model's context is not enforced (``stop_at_context=False``: its
-        predictions are not used, only the cost of the forwards is measured) unless asked for."""
+        without its leading ``<program>``): ``execute(document, program_text, instruction)`` -- the
+        program second, unlike ``edit(document, instruction)``, since the instruction is optional
+        here. The program is checked first: a program that does not parse, is cut off, or does not
+        apply to the document (a span outside it, a search text that is not there once) raises a
+        :class:`~cad_outlines.errors.ProgramError` before the model runs; arguments given in
+        ``edit``'s order (an instruction where the program belongs, the program third) raise
+        :class:`~cad_outlines.errors.ParameterError` saying so. The model's context is not enforced
+        (``stop_at_context=False``: its predictions are not used, only the cost of the forwards is
+        measured) unless asked for."""
         fmt = get_format(kwargs.get("format") or self.format)
         script = program_text.removeprefix(PROGRAM_START) if fmt.name == "copy" else program_text
-        fmt.apply(fmt.parse(script), document)
+        try:
+            program = fmt.parse(script)
+        except ProgramError:
+            if instruction and _parses(fmt, instruction.removeprefix(PROGRAM_START)):
+                raise ParameterError("execute(document, program_text, instruction): the program comes second and "
+                                     "the instruction third; these look swapped (the third argument is a "
+                                     "program, the second is not)") from None
+            raise
+        fmt.apply(program, document)
         kwargs.setdefault("stop_at_context", False)
         return self.edit(document, instruction, script=script, max_new_tokens=10**9, **kwargs)
 
@@ -343,6 +360,14 @@ class CopyEditor:
         for event in self.stream(document, instruction, **kwargs):
             result = event.result or result
         return result
+
+
+def _parses(fmt, text: str) -> bool:
+    try:
+        fmt.parse(text)
+    except ProgramError:
+        return False
+    return True
 
 
 class _EditRun:

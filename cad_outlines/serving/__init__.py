@@ -1,32 +1,42 @@
 """Serving: our grammars and Copy-as-Decode edits on vLLM (see docs/serving.md).
 
-- :mod:`.vllm_processor` -- :class:`CadLogitsProcessor`, the vLLM v1 logits processor
-  (imports vLLM; the rest of this package does not at import time).
-- :mod:`.request` -- what a request carries (``extra_args`` / ``vllm_xargs``).
-- :mod:`.grammar_library`, :mod:`.constraint_state` -- grammars per tokenizer, per-request
-  state and the batch mask step; :mod:`.tokenizer` -- the vocabulary, once per process.
-- :mod:`.grammar_gate`, :mod:`.compile_worker`, :mod:`.http_admission` -- grammars compiled
-  before their requests are admitted (by a worker process under OS limits), so a new grammar
-  does not stall the engine; the middleware is the one gate of every route.
-- :mod:`.limits`, :mod:`.admission` -- the server's limits (env vars) and the checks of a
-  request's ``cad_*`` arguments against them.
-- :mod:`.served_edit`, :mod:`.edit_run`, :mod:`.backends`, :mod:`.async_backend`,
-  :mod:`.editor` -- the Copy-as-Decode client: one edit as requests, many edits at once,
-  the engines (``LLM``, HTTP, ``AsyncLLM``) and the entry point.
-- :mod:`.session_channel` -- one engine request per edit (vLLM's streaming-input sessions)
-  on ``AsyncLLM`` and ``LLM``.
-- :mod:`.edit_endpoint`, :mod:`.api_server` -- ``POST /v1/cad/edits`` on vLLM's server
-  (``python -m cad_outlines.serving.api_server``).
+Three concerns, one sub-package each, arrows pointing one way (``http`` -> ``editing`` -> ``constraints``):
+
+- :mod:`.constraints` -- constraints on requests: what a request carries, its admission against the
+  server's limits, grammars compiled before admission by a worker process, the per-request state and
+  the vLLM logits processor (:class:`CadLogitsProcessor`).
+- :mod:`.editing` -- Copy-as-Decode edits on an engine: one edit as requests, many edits at once, the
+  engines (``LLM``, HTTP, ``AsyncLLM``) and the entry point :class:`ServedEditor`.
+- :mod:`.http` -- HTTP routes on vLLM's server: the admission middleware every request passes
+  (:class:`GrammarAdmissionMiddleware`) and ``POST /v1/cad/edits`` (``python -m cad_outlines.serving``).
+
+What they share: :mod:`.limits` (the server's limits, from the environment) and :mod:`.tokenizer` (the
+vocabulary, once per process). The vLLM-facing classes are imported on first use, so importing this
+package does not import vLLM:
+``--logits-processors cad_outlines.serving:CadLogitsProcessor --middleware cad_outlines.serving.GrammarAdmissionMiddleware``.
 """
 
-from .async_backend import AsyncLLMBackend
-from .editor import ServedEditor
-from .grammar_gate import GrammarGate
-from .request import ConstraintRequest, EditSegment, GrammarSpec, RequestError
-from .served_edit import ServedEdit, ServedEditStats, ServingError
+from .constraints.grammar_gate import GrammarGate
+from .constraints.request import ConstraintRequest, EditSegment, GrammarSpec, RequestError
+from .editing.async_backend import AsyncLLMBackend
+from .editing.editor import ServedEditor
+from .editing.served_edit import ServedEdit, ServedEditStats, ServingError
+from .http import MIDDLEWARE, PROCESSOR
 
-PROCESSOR = "cad_outlines.serving.vllm_processor:CadLogitsProcessor"
-MIDDLEWARE = "cad_outlines.serving.http_admission.GrammarAdmissionMiddleware"
+__all__ = ["MIDDLEWARE", "PROCESSOR", "AsyncLLMBackend", "CadLogitsProcessor", "ConstraintRequest", "EditEndpointPlugin",
+           "EditSegment", "GrammarAdmissionMiddleware", "GrammarGate", "GrammarSpec", "RequestError", "ServedEdit",
+           "ServedEditStats", "ServedEditor", "ServingError"]
 
-__all__ = ["MIDDLEWARE", "PROCESSOR", "AsyncLLMBackend", "ConstraintRequest", "EditSegment", "GrammarGate",
-           "GrammarSpec", "RequestError", "ServedEdit", "ServedEditStats", "ServedEditor", "ServingError"]
+_LAZY = {  # these import vLLM or starlette: on first use only
+    "CadLogitsProcessor": "cad_outlines.serving.constraints.vllm_processor",
+    "GrammarAdmissionMiddleware": "cad_outlines.serving.http.middleware",
+    "EditEndpointPlugin": "cad_outlines.serving.http.edit_endpoint",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'cad_outlines.serving' has no attribute {name!r}")

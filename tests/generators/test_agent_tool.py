@@ -105,3 +105,31 @@ def test_handler_names_a_wrong_type_instead_of_crashing_inside():
                           ({"document": None, "path": None}, "give exactly one of document")):
         out = handler(instruction="x", **kwargs)
         assert not out["ok"] and words in out["error"], out
+
+
+def test_diff_keeps_the_path_as_given(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text(DOC)
+    _, handler = edit_tool(lambda prompt: ANSWER, root=tmp_path)
+    out = handler(instruction="Set b to 20", path="src/app.py")
+    assert out["ok"] and out["diff"].startswith("--- a/src/app.py\n+++ b/src/app.py\n"), out["diff"]
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "latin1.py").write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
+    _, handler = edit_tool(lambda prompt: ANSWER, root=tmp_path)
+    out = handler(instruction="x", path="latin1.py")
+    assert not out["ok"] and "latin1.py" in out["error"] and "not UTF-8 text" in out["error"], out["error"]
+
+
+def test_an_edit_that_deletes_every_line_is_not_written_unless_allowed(tmp_path):
+    path = tmp_path / "code.py"
+    path.write_text(DOC)
+    _, writer = edit_tool(lambda prompt: "<program></program>", root=tmp_path, write=True)
+    out = writer(instruction="x", path="code.py")
+    assert not out["ok"] and not out["written"] and path.read_text() == DOC
+    assert "deletes every line" in out["error"] and "allow_delete_all=True" in out["error"]
+    assert out["text"] == "" and out["diff"]  # nothing lost: the edit is returned
+    _, allowed = edit_tool(lambda prompt: "<program></program>", root=tmp_path, write=True, allow_delete_all=True)
+    out = allowed(instruction="x", path="code.py")
+    assert out["ok"] and out["written"] and path.read_text() == ""

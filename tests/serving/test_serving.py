@@ -16,7 +16,9 @@ import urllib.request
 
 import pytest
 
-vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (see docs/serving.md)")
+from tests.fixture_data import VLLM_SKIP_REASON
+
+vllm = pytest.importorskip("vllm", reason=VLLM_SKIP_REASON)
 
 from cad_outlines import oracle_program, resolve, split_lines  # noqa: E402
 from cad_outlines.edits.program import Copy  # noqa: E402

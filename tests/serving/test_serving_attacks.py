@@ -22,7 +22,9 @@ import urllib.request
 
 import pytest
 
-vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (see docs/serving.md)")
+from tests.fixture_data import VLLM_SKIP_REASON
+
+vllm = pytest.importorskip("vllm", reason=VLLM_SKIP_REASON)
 
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR
 from tests.serving_helpers import SERVER_ARGS, free_port, kill_server, make_tiny_model, start_server

@@ -11,11 +11,11 @@ from cad_outlines import oracle_program, resolve, split_lines
 from cad_outlines.edits.program import Copy
 from cad_outlines.engine.matcher import Matcher
 from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
-from cad_outlines.serving.edit_run import Update, arun_edits, astream_edits, run_edits, stream_edits
-from cad_outlines.serving.constraint_state import (
+from cad_outlines.serving.editing.edit_run import Update, arun_edits, astream_edits, run_edits, stream_edits
+from cad_outlines.serving.constraints.constraint_state import (
     SequenceConstraint, SessionStore, TokenTables, batch_masks, unpack_rows)
-from cad_outlines.serving.grammar_library import GrammarLibrary, check_grammar
-from cad_outlines.serving.served_edit import SegmentOutcome, ServedEdit, ServingError, script_program_ids
+from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar
+from cad_outlines.serving.editing.served_edit import SegmentOutcome, ServedEdit, ServingError, script_program_ids
 
 DOC = "Once upon a time there was a cat.\nThe cat liked milk.\nOne day the cat saw a dog.\nThey became friends."
 AFTER = "Once upon a time there was a cat.\nThe cat liked fish.\nOne day the cat saw a dog.\nThey became friends."
@@ -351,7 +351,7 @@ def test_the_http_middleware_holds_a_request_until_its_grammar_is_compiled(small
     import json
     from types import SimpleNamespace
 
-    from cad_outlines.serving.http_admission import GrammarAdmissionMiddleware
+    from cad_outlines.serving.http.middleware import GrammarAdmissionMiddleware
     from cad_outlines.serving.tokenizer import shared_vocabulary
 
     monkeypatch.setenv("CAD_OUTLINES_CACHE", str(tmp_path))

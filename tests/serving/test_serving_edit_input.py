@@ -7,9 +7,9 @@ import json
 import pytest
 
 from cad_outlines.errors import RequestError
-from cad_outlines.serving.edit_endpoint import FIELDS, EditRequestError, parse_edit_body
+from cad_outlines.serving.http.edit_endpoint import FIELDS, EditRequestError, parse_edit_body
 from cad_outlines.serving.limits import ServerLimits
-from cad_outlines.serving.session_channel import SessionTokens
+from cad_outlines.serving.editing.session_channel import SessionTokens
 
 
 def body(**fields) -> bytes:

@@ -1,7 +1,7 @@
 """One engine request per Copy-as-Decode edit (vLLM's streaming-input sessions) and the
 ``POST /v1/cad/edits`` route, on a real vLLM engine (CPU build) with the tiny random
 Qwen2-shaped model of tests/serving/test_serving.py: in-process by ``AsyncLLM``, and over HTTP
-against ``python -m cad_outlines.serving.api_server`` on 127.0.0.1.
+against ``python -m cad_outlines.serving`` on 127.0.0.1.
 
 Skipped when vLLM is not importable (install it with ``pip install -e ".[vllm]"``)."""
 
@@ -16,7 +16,9 @@ import urllib.request
 
 import pytest
 
-vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (see docs/serving.md)")
+from tests.fixture_data import VLLM_SKIP_REASON
+
+vllm = pytest.importorskip("vllm", reason=VLLM_SKIP_REASON)
 
 from cad_outlines import oracle_program, resolve  # noqa: E402
 from cad_outlines.edits.program import Copy, parse_program  # noqa: E402
@@ -92,7 +94,7 @@ class TestOneRequestPerEdit:
         turn), and less than with a request per op."""
         from vllm import SamplingParams
 
-        from cad_outlines.serving.edit_run import arun_edits
+        from cad_outlines.serving.editing.edit_run import arun_edits
 
         llm, loop = engine
         one = ServedEditor.from_async_llm(llm)
@@ -136,7 +138,7 @@ class TestOneRequestPerEdit:
         """copy_mode="skip" on vLLM: the processor does not stop at a copy (cad_stop_at_copy=0)
         and no line is appended, so the edit is one turn; the engine held the prompt and the
         program only, and the text is the prefill run's."""
-        from cad_outlines.serving.edit_run import arun_edits
+        from cad_outlines.serving.editing.edit_run import arun_edits
 
         llm, loop = engine
         one = ServedEditor.from_async_llm(llm)
@@ -160,7 +162,7 @@ def edit_server(tiny_model, tmp_path_factory):
     log = tmp_path_factory.mktemp("edit_server") / "server.log"
     env = {**os.environ, "CAD_OUTLINES_CACHE": str(tmp_path_factory.mktemp("grammar_cache_edits")),
            "CAD_OUTLINES_MAX_EDIT_BODY_BYTES": str(BODY_LIMIT)}
-    cmd = [sys.executable, "-m", "cad_outlines.serving.api_server", "--model", str(tiny_model),
+    cmd = [sys.executable, "-m", "cad_outlines.serving", "--model", str(tiny_model),
            "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *SERVER_ARGS]
     proc, url = start_server(cmd, env, log, "the server")
     yield proc, url, port, log

@@ -14,14 +14,14 @@ import pytest
 from cad_outlines.errors import ResourceLimitError, SettingError
 from cad_outlines.limits import Limits
 from cad_outlines.serving import GrammarSpec, RequestError
-from cad_outlines.serving.admission import AdmissionError, admit
-from cad_outlines.serving.compile_worker import CompileRefused
-from cad_outlines.serving.constraint_state import SequenceConstraint, batch_masks, unpack_rows
-from cad_outlines.serving.grammar_gate import GrammarGate, evict_cache
-from cad_outlines.serving.grammar_library import GrammarLibrary, check_grammar
-from cad_outlines.serving.http_admission import GrammarAdmissionMiddleware, cad_arguments_of_body
+from cad_outlines.serving.constraints.admission import AdmissionError, admit
+from cad_outlines.serving.constraints.compile_worker import CompileRefused
+from cad_outlines.serving.constraints.constraint_state import SequenceConstraint, batch_masks, unpack_rows
+from cad_outlines.serving.constraints.grammar_gate import GrammarGate, evict_cache
+from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar
+from cad_outlines.serving.http.middleware import GrammarAdmissionMiddleware, cad_arguments_of_body
 from cad_outlines.serving.limits import ServerLimits
-from cad_outlines.serving.request import ConstraintRequest
+from cad_outlines.serving.constraints.request import ConstraintRequest
 
 TIGHT = ServerLimits(max_ids=8, max_grammar_text_bytes=100, max_string_chars=10, max_n_lines=50,
                      max_stop_at_forced=4, max_body_bytes=1000)

@@ -44,7 +44,8 @@ from ...limits import _how, active_limits, check_deadline
 from . import _sre_compat as _sre
 from ._sre_compat import K as _K
 
-__all__ = ["MAX_CODEPOINT", "ByteDFA", "UnsupportedRegex", "longest_prefix", "minimize_arrays", "regex_to_dfa"]
+__all__ = ["MAX_CODEPOINT", "ByteDFA", "UnsupportedRegex", "longest_prefix", "minimize_arrays", "regex_to_dfa",
+           "CodepointDFA", "regex_to_codepoint_dfa", "codepoint_dfa_to_bytes"]
 
 MAX_CODEPOINT = 0x110000
 _SUR_LO, _SUR_HI = 0xD800, 0xE000
@@ -989,6 +990,33 @@ def _compile(pattern: str, flags: int, semantics: str) -> ByteDFA:
     trans, accept, block = _Determinizer(nfa, start, semantics).run()
     where = nfa.asserts[0] if nfa.asserts else ("lookahead", None)
     bt, ba, bb = _to_bytes(trans, accept, block, where)
+    return _minimize(bt, ba, bb)
+
+
+CodepointDFA = tuple[list[list[tuple[int, int, int]]], list[bool]]  # per state sorted (lo, hi, target); accepting
+
+
+@functools.lru_cache(maxsize=1024)
+def regex_to_codepoint_dfa(pattern: str, flags: int = 0) -> CodepointDFA:
+    """The DFA over code points of ``re.fullmatch(pattern, s, flags)`` (states and transitions as
+    :func:`regex_to_dfa` builds them before the UTF-8 expansion), for front ends that rewrite the
+    characters (the JSON Schema front end writes each character as JSON does). Cached; treat the
+    result as read-only. Raises :class:`UnsupportedRegex` as :func:`regex_to_dfa` does."""
+    parsed = _sre.parse(pattern, flags)
+    nfa = _NFA(pattern)
+    nfa.locate(parsed)
+    match = nfa.add((_MATCH,))
+    start = nfa.seq(parsed, parsed.state.flags, match, False)
+    trans, accept, block = _Determinizer(nfa, start, "full").run()
+    if any(block):  # full semantics resolves every lookahead inside the text
+        raise UnsupportedRegex("lookahead", None, "it reaches past the end of the text")
+    return trans, accept
+
+
+def codepoint_dfa_to_bytes(dfa: CodepointDFA) -> ByteDFA:
+    """A code-point DFA (:data:`CodepointDFA`) as a minimal :class:`ByteDFA` over its UTF-8 bytes."""
+    trans, accept = dfa
+    bt, ba, bb = _to_bytes(trans, accept, [()] * len(trans), ("dfa", None))
     return _minimize(bt, ba, bb)
 
 

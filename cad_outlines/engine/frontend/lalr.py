@@ -62,6 +62,7 @@ class LalrTables(ParseTables):
     def __init__(self, start: str, out: dict, names: list[str], origin: np.ndarray, rhs_off: np.ndarray,
                  rhs: np.ndarray):
         self.start, self.start_state, self.end_state = start, int(out["start_state"]), int(out["end_state"])
+        self.shift_reduce = int(out["shift_reduce"])  # shift/reduce conflicts resolved as shift (lark's rule)
         self._names, self._rhs_off, self._rhs = names, rhs_off, rhs
         n = self._n_states = int(out["n_states"])
         red_rule = out["reduce_rule"]

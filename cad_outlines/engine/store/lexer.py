@@ -21,6 +21,7 @@ regex gets the keyword's terminal); ignored labels are not emitted.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Sequence
@@ -33,7 +34,8 @@ from ...errors import GrammarCompileError
 from ..frontend.terminals import compile_terminals
 
 __all__ = ["BOUNDARY", "TerminalAutomaton", "LexerSpec", "Config", "ConfigTable", "Lexer", "INDENT_BASE",
-           "encode_indent", "decode_indent", "indent_step", "NO_LINE_BREAK", "lexer_spec_from_lark"]
+           "encode_indent", "decode_indent", "indent_step", "NO_LINE_BREAK", "lexer_spec_from_lark",
+           "lexer_spec_from_dfas"]
 
 BOUNDARY = -1
 
@@ -434,3 +436,26 @@ def lexer_spec_from_lark(lk: lark.Lark) -> LexerSpec:
             f"{nl_type} lexemes, but the grammar has no terminal {nl_type}; define it (python.lark's: "
             f"`_NEWLINE: ( /\\r?\\n[\\t ]*/ | COMMENT )+`) or compile with postlex=None")
     return LexerSpec(automata, labels, ignored, indent_label=label_ids[nl_type], tab_len=getattr(postlex, "tab_len", 8))
+
+
+def lexer_spec_from_dfas(terminals) -> LexerSpec:
+    """The :class:`LexerSpec` of terminals given as byte DFAs in the lexer's order (``(name, dfa)``
+    pairs, each DFA with ``trans``, ``accept`` and an optional ``block``; no "unless" retyping, nothing
+    ignored): how a front end that builds its own automata (JSON Schema) hands them over. Each
+    terminal's automaton is built once per DFA object (cached) and relabelled per grammar."""
+    automata = []
+    labels = []
+    for i, (name, dfa) in enumerate(terminals):
+        base = _AUTOMATA.get(id(dfa))
+        if base is None or base[0] is not dfa:
+            if len(_AUTOMATA) > 50_000:
+                _AUTOMATA.clear()
+            label = np.where(dfa.accept, 0, -1).astype(np.int32)
+            base = _AUTOMATA[id(dfa)] = (dfa, TerminalAutomaton.build(name, dfa.trans, label, dfa.block))
+        auto = base[1]
+        automata.append(dataclasses.replace(auto, name=name, label=np.where(auto.label >= 0, i, -1).astype(np.int32)))
+        labels.append(name)
+    return LexerSpec(automata, labels, frozenset())
+
+
+_AUTOMATA: dict[int, tuple] = {}  # id(ByteDFA) -> (the DFA, its TerminalAutomaton with label 0)

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
-from ..decoding.encoding import TokenEncoder
-from ..decoding.results import EditEvent, EditResult
-from ..engine.compile import compile_grammar
-from ..engine.vocabulary import Vocabulary
-from ..grammars import grammar_path
+from ...decoding.encoding import TokenEncoder
+from ...decoding.results import EditEvent, EditResult
+from ...engine.compile import compile_grammar
+from ...engine.vocabulary import Vocabulary
+from ...grammars import grammar_path
 from .async_backend import AsyncLLMBackend
 from .backends import EngineBackend, HTTPBackend
 from .edit_run import arun_edits, astream_edits, run_edits, stream_edits
-from .request import RequestError
+from ..constraints.request import RequestError
 from .served_edit import ServedEdit
 from .session_channel import EngineSessionBackend, supports_sessions
-from .tokenizer import shared_vocabulary
+from ..tokenizer import shared_vocabulary
 
 __all__ = ["ServedEditor"]
 
@@ -28,7 +28,7 @@ class ServedEditor:
     The client needs the model's tokenizer (prompts go as token ids) and compiles
     ``copy_edit`` for it (forced tokens, checking what comes back; the on-disk cache it
     writes is where an engine on this machine loads it from); the engine needs
-    :class:`~cad_outlines.serving.vllm_processor.CadLogitsProcessor` loaded."""
+    :class:`~cad_outlines.serving.constraints.vllm_processor.CadLogitsProcessor` loaded."""
 
     def __init__(self, backend, tokenizer, *, model_vocab_size: int | None = None, vocab: Vocabulary | None = None,
                  cache=True, max_context: int | None = None):

@@ -1,7 +1,7 @@
 """Admission checks of a request's ``cad_*`` arguments against the server's limits.
 
 :meth:`ConstraintRequest.from_extra_args` checks types and combinations; :func:`admit`
-adds what depends on the server: lengths and ranges (:class:`~.limits.ServerLimits`) and
+adds what depends on the server: lengths and ranges (:class:`~..limits.ServerLimits`) and
 token ids within the real vocabulary (the tokenizer's ids, not the model's padded logits
 width). The HTTP middleware runs it on every request body that carries ``cad_*``
 arguments; the logits processor's ``validate_params`` and its per-request state run it again
@@ -11,9 +11,9 @@ unbounded work or index out of range.
 
 from __future__ import annotations
 
-from ..errors import RequestError, ResourceLimitError
-from ..limits import env_name
-from .limits import ServerLimits, server_limits
+from ...errors import RequestError, ResourceLimitError
+from ...limits import env_name
+from ..limits import ServerLimits, server_limits
 from .request import ConstraintRequest
 
 __all__ = ["AdmissionError", "admission_vocab_size", "admit", "check_limits", "gate_required", "note_vocab_size",

@@ -1,16 +1,16 @@
 """cad_outlines as a vLLM (v1) logits processor: any request gets a Lark grammar.
 
 Start an engine with it (``LLM(..., logits_processors=[CadLogitsProcessor])``, or on a
-server ``--logits-processors cad_outlines.serving.vllm_processor:CadLogitsProcessor``); a
+server ``--logits-processors cad_outlines.serving:CadLogitsProcessor``); a
 request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (the keys:
-:mod:`cad_outlines.serving.request`). Requests without ``cad_*`` keys are untouched.
+:mod:`cad_outlines.serving.constraints.request`). Requests without ``cad_*`` keys are untouched.
 
 - Grammars are compiled once per process for the engine's tokenizer and kept
   (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache). A grammar
   should reach the engine compiled: a :class:`~.grammar_gate.GrammarGate` in the frontend
   holds its request until a worker process has put it in the on-disk cache, and the
   engine only loads it. One that arrives uncompiled is compiled by a worker process under
-  the server's limits (:mod:`.limits`) while the engine's steps wait (at most
+  the server's limits (:mod:`..limits`) while the engine's steps wait (at most
   ``compile_timeout_s``); a warning says so. Loaded grammars are kept least recently used
   first out (``max_loaded_grammars``).
 - Every request's ``cad_*`` arguments are checked again when it joins the batch (types,
@@ -38,15 +38,15 @@ from pathlib import Path
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
-from ..decoding.encoding import TokenEncoder
-from ..engine.compile import cache_dir
+from ...decoding.encoding import TokenEncoder
+from ...engine.compile import cache_dir
 from .admission import admission_vocab_size, admit, gate_required
 from .constraint_state import SequenceConstraint, SessionStore, TokenTables, batch_masks
 from .grammar_gate import compile_in_worker
 from .grammar_library import GrammarLibrary, check_grammar, known_check
-from .limits import server_limits, serving_logger
+from ..limits import server_limits, serving_logger
 from .request import ConstraintRequest, RequestError
-from .tokenizer import load_tokenizer, shared_vocabulary
+from ..tokenizer import load_tokenizer, shared_vocabulary
 
 __all__ = ["CadLogitsProcessor", "load_tokenizer"]
 

@@ -15,18 +15,18 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from ..engine.compile import cached_path, compile_grammar
-from ..engine.compiled_grammar import CompiledGrammar
-from ..engine.frontend.grammar_checks import check_language
-from ..engine.frontend.grammar_load import load_rules
-from ..engine.frontend.lalr import parse_tables
-from ..engine.frontend.terminals import GrammarCompileError
-from ..engine.store.lexer import lexer_spec_from_lark
-from ..engine.vocabulary import Vocabulary
-from ..errors import GrammarError, ResourceLimitError
-from ..grammars import available_grammars, grammar_path
-from ..limits import enforcing
-from .limits import server_limits
+from ...engine.compile import cached_path, compile_grammar
+from ...engine.compiled_grammar import CompiledGrammar
+from ...engine.frontend.grammar_checks import check_language
+from ...engine.frontend.grammar_load import load_rules
+from ...engine.frontend.lalr import parse_tables
+from ...engine.frontend.terminals import GrammarCompileError
+from ...engine.store.lexer import lexer_spec_from_lark
+from ...engine.vocabulary import Vocabulary
+from ...errors import GrammarError, ResourceLimitError
+from ...grammars import available_grammars, grammar_path
+from ...limits import enforcing
+from ..limits import server_limits
 from .request import GrammarSpec, RequestError
 
 __all__ = ["GrammarLibrary", "cached_files", "check_grammar", "forget_checks", "grammar_source_of",
@@ -69,7 +69,7 @@ def refuse_file_imports(spec: GrammarSpec) -> None:
     Shipped grammars (by name) import from their own folder, as they always did."""
     if spec.text is None or "%import" not in spec.text:
         return
-    from ..engine.frontend.lark_syntax import parse_grammar_text
+    from ...engine.frontend.lark_syntax import parse_grammar_text
 
     tree = parse_grammar_text(spec.text)
     if tree is None:

@@ -3,7 +3,7 @@
 The edit is driven from the client with token-id prompts, nothing re-tokenised:
 
 1. request = prompt + program so far; the engine decodes under ``copy_edit`` with the
-   line-span constraint (:class:`~cad_outlines.serving.vllm_processor.CadLogitsProcessor`)
+   line-span constraint (:class:`~cad_outlines.serving.constraints.vllm_processor.CadLogitsProcessor`)
    and ends the request with EOS as soon as a ``<copy lines="i-j"/>`` tag closes, or where
    the grammar forces a run of ``forced_min_run`` tokens or more (`` lines="`` after
    ``<copy``, ``program>`` after ``</``);
@@ -15,7 +15,7 @@ The edit is driven from the client with token-id prompts, nothing re-tokenised:
 
 :class:`ServedEdit` is that loop without any I/O (it says what to send and takes what
 came back), so the same edit runs on an in-process engine, an AsyncLLM or an
-OpenAI-compatible server (:mod:`cad_outlines.serving.backends`).
+OpenAI-compatible server (:mod:`cad_outlines.serving.editing.backends`).
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..decoding.encoding import TokenEncoder
-from ..decoding.prompt import build_prompt
-from ..decoding.results import EditEvent, EditResult, EditStats, resolver_events
-from ..edits.lines import split_lines
-from ..edits.program import PROGRAM_START
-from ..edits.resolve import StreamingResolver, resolve
-from ..engine.compiled_grammar import CompiledGrammar
-from ..engine.matcher import Matcher
-from ..errors import ParameterError, ProgramError, ServingError
-from .request import ConstraintRequest, EditSegment, GrammarSpec
+from ...decoding.encoding import TokenEncoder
+from ...decoding.prompt import build_prompt
+from ...decoding.results import EditEvent, EditResult, EditStats, resolver_events
+from ...edits.lines import split_lines
+from ...edits.program import PROGRAM_START
+from ...edits.resolve import StreamingResolver, resolve
+from ...engine.compiled_grammar import CompiledGrammar
+from ...engine.matcher import Matcher
+from ...errors import ParameterError, ProgramError, ServingError
+from ..constraints.request import ConstraintRequest, EditSegment, GrammarSpec
 
 __all__ = ["ONE_REQUEST", "REQUEST_PER_OP", "Segment", "SegmentOutcome", "ServedEdit", "ServedEditStats",
            "ServingError", "script_program_ids"]

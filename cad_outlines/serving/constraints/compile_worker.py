@@ -1,4 +1,4 @@
-"""``python -m cad_outlines.serving.compile_worker``: compile one grammar into the on-disk
+"""``python -m cad_outlines.serving.constraints.compile_worker``: compile one grammar into the on-disk
 cache, in a process of its own (used by :class:`~.grammar_gate.GrammarGate` and by the logits
 processor for a grammar that reached the engine uncompiled), under OS-enforced limits.
 
@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import RequestError
-from ..limits import env_name
-from .limits import ServerLimits
+from ...errors import RequestError
+from ...limits import env_name
+from ..limits import ServerLimits
 
 __all__ = ["CompileRefused", "compile_into_cache", "main", "run_compile_worker"]
 
@@ -40,7 +40,7 @@ _BOOTSTRAP = ("import os, resource, sys\n"
               "for name, value in ((resource.RLIMIT_AS, int(sys.argv[1])), (resource.RLIMIT_CPU, int(sys.argv[2])),"
               " (resource.RLIMIT_FSIZE, int(sys.argv[3]))):\n"
               "    resource.setrlimit(name, (value, value))\n"
-              "from cad_outlines.serving.compile_worker import main\n"
+              "from cad_outlines.serving.constraints.compile_worker import main\n"
               "sys.exit(main())\n")
 
 
@@ -55,10 +55,10 @@ class CompileRefused(RequestError):
 
 def compile_into_cache(job: dict) -> str | None:
     """Check and compile the grammar a job names into its cache folder; the refusal, if any."""
-    from ..engine.compile import wait_for_cache_writes
+    from ...engine.compile import wait_for_cache_writes
     from .grammar_library import GrammarLibrary, check_grammar
     from .request import GrammarSpec
-    from .tokenizer import shared_vocabulary
+    from ..tokenizer import shared_vocabulary
 
     spec = GrammarSpec(name=job.get("name"), text=job.get("text"), start=job.get("start"))
     try:
@@ -101,7 +101,7 @@ def run_compile_worker(job: dict, limits: ServerLimits) -> None:
     """Compile `job` in a worker process under `limits`. Raises :class:`CompileRefused` (a
     :class:`~cad_outlines.errors.RequestError`, HTTP 400) with the grammar's refusal or the
     limit it ran past, whose message names the limit and its environment variable."""
-    root = str(Path(__file__).resolve().parents[2])  # where this cad_outlines is imported from
+    root = str(Path(__file__).resolve().parents[3])  # where this cad_outlines is imported from
     env = {**os.environ, **limits.env(),  # the worker's server_limits(): these, its compile limits included
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     args = [sys.executable, "-c", _BOOTSTRAP, str(int(limits.compile_memory_bytes)), str(int(limits.compile_cpu_s)),

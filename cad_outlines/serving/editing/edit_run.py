@@ -17,7 +17,7 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ..decoding.results import EditEvent, EditResult
+from ...decoding.results import EditEvent, EditResult
 from .served_edit import Segment, SegmentOutcome, ServedEdit, ServingError
 
 __all__ = ["EditRun", "Step", "Update", "arun_edits", "astream_edits", "run_edits", "stream_edits"]

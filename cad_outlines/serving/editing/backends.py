@@ -66,7 +66,7 @@ class EngineBackend:
 
 class HTTPBackend:
     """An OpenAI-compatible vLLM server on `base_url` (e.g. ``http://127.0.0.1:8000``),
-    started with ``--logits-processors cad_outlines.serving.vllm_processor:CadLogitsProcessor``,
+    started with ``--logits-processors cad_outlines.serving:CadLogitsProcessor``,
     ``--enable-prefix-caching`` and ``--enable-prompt-tokens-details`` (for the cached
     token counts)."""
 

@@ -3,7 +3,7 @@
 The client sends a document and an instruction (and, optionally, ``max_tokens``,
 ``temperature``, ``top_p``, ``seed``, ``model``); the server runs the edit on its own
 engine (one engine request per edit where the engine takes streaming input, see
-:mod:`.session_channel`) and streams NDJSON, one JSON object a line:
+:mod:`..editing.session_channel`) and streams NDJSON, one JSON object a line:
 
 - ``{"event": "copy", "lines": [i, j], "text": ...}``: a copy op resolved, with the lines it copied;
 - ``{"event": "gen_text", "text": ...}``: new text of the gen op being written;
@@ -17,7 +17,7 @@ UTF-8, not a JSON object, an unknown or ill-typed field, a missing document, a d
 whose prompt leaves no room in the model's context (400). A client that disconnects
 mid-edit aborts the edit's request in the engine.
 
-Two ways onto a server: ``python -m cad_outlines.serving.api_server`` (vLLM's server with
+Two ways onto a server: ``python -m cad_outlines.serving`` (vLLM's server with
 this route; :mod:`.api_server`), or vLLM's endpoint-plugin hook for an installed package
 (:class:`EditEndpointPlugin`, entry point ``vllm.endpoint_plugins: cad_edits``, loaded
 only when ``VLLM_PLUGINS`` names it).
@@ -30,10 +30,10 @@ import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ..decoding.results import EditEvent
-from ..edits.program import Copy, Gen
-from ..errors import RequestError
-from .limits import server_limits
+from ...decoding.results import EditEvent
+from ...edits.program import Copy, Gen
+from ...errors import RequestError
+from ..limits import server_limits
 
 __all__ = ["EDIT_ROUTE", "EditEndpointPlugin", "EditJob", "EditService", "edit_router", "parse_edit_body"]
 
@@ -152,10 +152,10 @@ def event_line(event: EditEvent) -> dict:
 
 
 class EditService:
-    """The route's state: a :class:`~.editor.ServedEditor` on the server's own engine."""
+    """The route's state: a :class:`~..editing.editor.ServedEditor` on the server's own engine."""
 
     def __init__(self, engine_client, served_models: tuple[str, ...] = ()):
-        from .editor import ServedEditor
+        from ..editing.editor import ServedEditor
 
         self.engine = engine_client
         self.editor = ServedEditor.from_async_llm(engine_client)  # compiles copy_edit (on-disk cache) once
@@ -168,7 +168,7 @@ class EditService:
         return await asyncio.to_thread(cls, engine_client, served_models)
 
     def prepare(self, job: EditJob):
-        """The job's :class:`~.served_edit.ServedEdit` (its prompt tokenized: call it off the
+        """The job's :class:`~..editing.served_edit.ServedEdit` (its prompt tokenized: call it off the
         event loop); :class:`EditRequestError` if the prompt leaves no room in the model's
         context for the program."""
         edit = self.editor.new_edit(job.document, job.instruction, max_new_tokens=job.max_tokens,
@@ -181,7 +181,7 @@ class EditService:
 
     async def stream(self, edit) -> AsyncIterator[bytes]:
         """The edit's NDJSON lines. Leaving early (a client disconnect) aborts its request."""
-        from .edit_run import astream_edits
+        from ..editing.edit_run import astream_edits
 
         try:
             async for _, event in astream_edits(self.editor.backend, [edit]):

@@ -5,10 +5,10 @@ The logits processor runs inside the engine's step, so a grammar compiled there 
 every request of the engine while it builds (python.lark x Qwen2.5: about 4 s with the
 lazy compile the library uses, 45 s for the eager store; a large grammar sent as text can
 take longer). A :class:`GrammarGate` sits in the frontend instead -- the HTTP server's
-middleware (:mod:`.http_admission`), :class:`~.async_backend.AsyncLLMBackend`, your own
+middleware (:mod:`..http.middleware`), :class:`~..editing.async_backend.AsyncLLMBackend`, your own
 code before ``AsyncLLM.generate`` -- and answers "is this grammar in the on-disk cache for
 the engine's tokenizer?". If not, a worker process (``python -m
-cad_outlines.serving.compile_worker``: its own GIL and memory, under OS limits on
+cad_outlines.serving.constraints.compile_worker``: its own GIL and memory, under OS limits on
 memory, CPU time and file size, killed past a wall-time limit; a few at once) checks and
 compiles it there while the request waits; the engine then only loads the
 file (a memory map, milliseconds). This is what vLLM does for its own structured outputs
@@ -34,15 +34,15 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..engine.compile import cache_dir
-from ..errors import ResourceLimitError
-from ..limits import env_name
+from ...engine.compile import cache_dir
+from ...errors import ResourceLimitError
+from ...limits import env_name
 from .admission import note_vocab_size
 from .compile_worker import CompileRefused, run_compile_worker
 from .grammar_library import GrammarLibrary, grammar_source_of, known_check, refuse_file_imports, remember_check
-from .limits import ServerLimits, server_limits, serving_logger
+from ..limits import ServerLimits, server_limits, serving_logger
 from .request import GrammarSpec, RequestError
-from .tokenizer import shared_vocabulary
+from ..tokenizer import shared_vocabulary
 
 __all__ = ["GrammarGate", "compile_in_worker", "evict_cache"]
 

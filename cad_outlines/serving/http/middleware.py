@@ -1,6 +1,6 @@
 """ASGI middleware for vLLM's OpenAI-compatible server: the one gate every request passes.
 
-Start the server with ``--middleware cad_outlines.serving.http_admission.GrammarAdmissionMiddleware``
+Start the server with ``--middleware cad_outlines.serving.GrammarAdmissionMiddleware``
 (next to ``--logits-processors ...CadLogitsProcessor``). It wraps the whole application, so
 every HTTP request of every route -- ``/v1/completions``, ``/v1/chat/completions``,
 ``/v1/responses``, ``/v1/messages``, ``/invocations``, whatever a later vLLM or another module
@@ -9,10 +9,10 @@ adds -- goes through it, whatever its path:
 1. The body is read with a size limit (``max_body_bytes``: 413 above it), in linear time.
 2. Every JSON object in it that carries ``cad_*`` keys (``vllm_xargs``, a ``sampling_params``'
    ``extra_args``, or such an object sent as a JSON string) is checked: types, ranges,
-   lengths, token ids within the real vocabulary (:func:`~.admission.admit`). A bad
+   lengths, token ids within the real vocabulary (:func:`~..constraints.admission.admit`). A bad
    argument is answered 400 naming the key. A body that is not JSON but mentions ``cad_`` is
    refused: these arguments are read from JSON only.
-3. A grammar is held for the server's :class:`~.grammar_gate.GrammarGate` (a worker process
+3. A grammar is held for the server's :class:`~..constraints.grammar_gate.GrammarGate` (a worker process
    checks and compiles it under the compile limits; the event loop stays free, so streams of
    other requests keep flowing); one that does not compile, or runs past a limit, is answered
    400 with the reason.
@@ -28,11 +28,11 @@ import asyncio
 import json
 import re
 
-from ..errors import CadOutlinesError
-from .admission import admit, check_limits, require_gate
-from .grammar_gate import GrammarGate
-from .limits import ServerLimits, server_limits, serving_logger
-from .request import ConstraintRequest, GrammarSpec, RequestError
+from ...errors import CadOutlinesError
+from ..constraints.admission import admit, check_limits, require_gate
+from ..constraints.grammar_gate import GrammarGate
+from ..limits import ServerLimits, server_limits, serving_logger
+from ..constraints.request import ConstraintRequest, GrammarSpec, RequestError
 
 __all__ = ["GrammarAdmissionMiddleware", "cad_arguments_of_body", "grammar_of_body"]
 

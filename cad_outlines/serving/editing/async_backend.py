@@ -14,7 +14,7 @@ batches their requests: a :class:`~.session_channel.SessionChannel` (vLLM >= 0.3
 edit is ONE ``AsyncLLM.generate`` request with streaming input; copies and forced runs
 are appended to it) or a :class:`Channel` (each segment of the edit is its own request).
 :meth:`AsyncLLMBackend.generate` is plain constrained generation
-(a grammar by name or text), its grammar compiled by the :class:`~.grammar_gate.GrammarGate`
+(a grammar by name or text), its grammar compiled by the :class:`~..constraints.grammar_gate.GrammarGate`
 before the request is admitted.
 """
 
@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator
 
 from .backends import sampling_params, update_from_output
 from .edit_run import ALL, Update
-from .grammar_gate import GrammarGate
-from .request import ConstraintRequest, GrammarSpec, RequestError
+from ..constraints.grammar_gate import GrammarGate
+from ..constraints.request import ConstraintRequest, GrammarSpec, RequestError
 from .served_edit import Segment
 from .session_channel import SessionChannel, supports_sessions
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..decoding.spans import SpanConstraint
-from ..edits.program import COPY_OPEN, ProgramScanner, ProgramSyntaxError
-from ..engine import matcher as matcher_module
-from ..engine.compiled_grammar import CompiledGrammar
-from ..engine.matcher import InvalidTokenError, Matcher, forced_tokens
+from ...decoding.spans import SpanConstraint
+from ...edits.program import COPY_OPEN, ProgramScanner, ProgramSyntaxError
+from ...engine import matcher as matcher_module
+from ...engine.compiled_grammar import CompiledGrammar
+from ...engine.matcher import InvalidTokenError, Matcher, forced_tokens
 from .request import ConstraintRequest
 
 __all__ = ["SequenceConstraint", "TokenTables", "SessionStore", "batch_masks", "fill_grammar_masks",

@@ -1,6 +1,6 @@
 """vLLM's OpenAI-compatible server with Copy-as-Decode edits: ``POST /v1/cad/edits``.
 
-    python -m cad_outlines.serving.api_server --model MODEL_DIR --host 127.0.0.1 --port 8000 \\
+    python -m cad_outlines.serving --model MODEL_DIR --host 127.0.0.1 --port 8000 \\
         --enable-prefix-caching --block-size 32 [any other vLLM server argument]
 
 It is vLLM's own server (``vllm.entrypoints.launchers.api_server.entry``: the same
@@ -20,6 +20,8 @@ from . import PROCESSOR
 from .edit_endpoint import EditEndpointPlugin
 
 __all__ = ["main", "patch_vllm_server"]
+
+_PROCESSOR_MODULE = "cad_outlines.serving.constraints.vllm_processor:CadLogitsProcessor"  # the same class, by its module
 
 
 def patch_vllm_server(plugin: EditEndpointPlugin | None = None) -> EditEndpointPlugin:
@@ -48,7 +50,7 @@ def patch_vllm_server(plugin: EditEndpointPlugin | None = None) -> EditEndpointP
 
 def _with_processor(argv: list[str]) -> list[str]:
     """`argv` with our logits processor in ``--logits-processors`` (added if missing)."""
-    if any(PROCESSOR in a for a in argv):
+    if any(name in a for a in argv for name in (PROCESSOR, _PROCESSOR_MODULE)):
         return argv
     if any(a == "--logits-processors" or a.startswith("--logits-processors=") for a in argv):
         raise SystemExit(f"--logits-processors must name {PROCESSOR} (the edits need it) among the others")
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
 
     argv = _with_processor(list(sys.argv[1:] if argv is None else argv))
     if any(a == "--api-server-count" or a.startswith("--api-server-count=") for a in argv):
-        raise SystemExit("cad_outlines.serving.api_server runs one API server process: drop --api-server-count")
+        raise SystemExit("python -m cad_outlines.serving runs one API server process: drop --api-server-count")
     patch_vllm_server()
     sys.argv = [sys.argv[0], *argv]
     entry.main()

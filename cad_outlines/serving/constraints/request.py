@@ -24,7 +24,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from ..errors import RequestError
+from ...errors import RequestError
 
 __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 

@@ -1,0 +1,671 @@
+"""JSON Schema -> a union of basic nodes (:class:`Basic`): ``$ref`` resolved, ``allOf`` merged,
+``anyOf``/``oneOf`` as alternatives, every keyword either honoured, known to be an annotation, or
+refused with a :class:`~cad_outlines.errors.SchemaError` naming it and its JSON pointer.
+
+A basic node is one conjunction of constraints over each JSON type (``types`` says which types it
+admits; the string, number, array and object fields constrain values of their own type only). Sub-
+schemas (property values, items, additional properties) stay as :class:`Sub` references, compiled
+to grammar rules on demand (so recursive ``$ref`` is fine) and keyed by their canonical JSON, so
+equal sub-schemas share one rule.
+
+Semantics follow the draft the root's ``$schema`` names (default 2020-12, as ``jsonschema``):
+drafts 3-7 ignore the siblings of ``$ref``; draft 4 has boolean ``exclusiveMinimum``; up to
+2019-09 ``items`` may be an array (with ``additionalItems``). ``format`` is checked as 2020-12's
+format checker checks it (see :mod:`.formats`); a format no checker knows is an annotation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from ....errors import SchemaError
+
+__all__ = ["Basic", "Sub", "SchemaDoc", "ANNOTATIONS", "TYPES", "canonical"]
+
+TYPES = ("null", "boolean", "object", "array", "string", "number")
+# Keywords that never change which instances are valid (documented in docs/json_schema.md).
+ANNOTATIONS = frozenset({
+    "$schema", "$id", "id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "title", "description",
+    "default", "examples", "example", "deprecated", "readOnly", "writeOnly", "readonly", "contentEncoding",
+    "contentMediaType", "contentSchema", "$defs", "definitions", "discriminator", "nullable-annotation",
+    "markdownDescription", "x-intellij-html-description",
+})
+_NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_STRING_KW = ("minLength", "maxLength", "pattern", "format")
+_ARRAY_KW = ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+             "minContains", "maxContains", "unevaluatedItems")
+_OBJECT_KW = ("properties", "required", "additionalProperties", "patternProperties", "minProperties",
+              "maxProperties", "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
+              "unevaluatedProperties")
+_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "type", "enum",
+                "const")
+KNOWN = frozenset(_NUMBER_KW + _STRING_KW + _ARRAY_KW + _OBJECT_KW + _APPLICATORS)
+MAX_ALTERNATIVES = 256  # anyOf x allOf distribution beyond this is refused
+
+
+def canonical(x: Any) -> str:
+    """A JSON value's canonical text (sorted keys): equal schemas, equal keys."""
+    return json.dumps(x, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Sub:
+    """A sub-schema to compile on demand: its JSON (``True``/``False`` or an object), where it is,
+    and for a merge its parts (their conjunction)."""
+
+    schema: Any
+    pointer: str
+    parts: tuple[Sub, ...] = ()
+
+    @property
+    def key(self) -> str:
+        if self.parts:
+            return "&".join(sorted({p.key for p in self.parts}))
+        return canonical(_strip(self.schema))
+
+    def is_true(self) -> bool:
+        return not self.parts and (self.schema is True or self.schema == {})
+
+    def is_false(self) -> bool:
+        return not self.parts and self.schema is False
+
+
+def conj(a: Sub | None, b: Sub | None) -> Sub | None:
+    """Both sub-schemas (None: no constraint)."""
+    if a is None or a.is_true():
+        return b
+    if b is None or b.is_true():
+        return a
+    if a.key == b.key:
+        return a
+    parts = (a.parts or (a,)) + (b.parts or (b,))
+    return Sub(None, a.pointer, tuple({p.key: p for p in parts}.values()))
+
+
+def _strip(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: v for k, v in schema.items() if k not in ANNOTATIONS}
+    return schema
+
+
+@dataclass(frozen=True)
+class Basic:
+    """One conjunction: the JSON types it admits and the constraints of each."""
+
+    types: frozenset[str] = frozenset(TYPES)
+    enum: tuple | None = None  # allowed values (JSON texts of them, canonical), None: any
+    exclude: tuple = ()  # values excluded (canonical JSON texts): scalars only
+    integer: bool = False
+    # strings
+    min_len: int = 0
+    max_len: int | None = None
+    patterns: tuple[str, ...] = ()
+    formats: tuple[str, ...] = ()
+    # numbers
+    lo: Fraction | None = None
+    lo_strict: bool = False
+    hi: Fraction | None = None
+    hi_strict: bool = False
+    multiple: Fraction | None = None
+    # arrays
+    prefix: tuple[Sub, ...] = ()
+    items: Sub | None = None  # None: any
+    min_items: int = 0
+    max_items: int | None = None
+    # objects
+    props: tuple[tuple[str, Sub], ...] = ()
+    required: tuple[str, ...] = ()
+    additional: Sub | None = None  # None: any
+    pattern_props: tuple[tuple[str, Sub], ...] = ()
+    min_props: int = 0
+    max_props: int | None = None
+    pointer: str = field(default="", compare=False)
+
+    def prop(self, name: str) -> Sub | None:
+        for n, s in self.props:
+            if n == name:
+                return s
+        return None
+
+
+class SchemaDoc:
+    """One schema document: resolves local ``$ref`` and normalizes sub-schemas to unions of
+    :class:`Basic` (cached per sub-schema)."""
+
+    def __init__(self, root: Any, *, coerce_one_of: bool = False, draft: str | None = None):
+        self.root = root
+        self.coerce_one_of = coerce_one_of
+        self.draft = draft or _draft(root)
+        self._cache: dict[str, list[Basic]] = {}
+        self._resolving: set[str] = set()
+
+    # -- references ----------------------------------------------------------------------
+    def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            root_id = self.root.get("$id", self.root.get("id")) if isinstance(self.root, dict) else None
+            if isinstance(ref, str) and root_id and ref.split("#")[0] == root_id.split("#")[0]:
+                ref = "#" + ref.split("#", 1)[1] if "#" in ref else "#"
+            else:
+                raise SchemaError("$ref", pointer, f"only local references ('#/...') are supported, not {ref!r}")
+        path = ref[1:]
+        node = self.root
+        if path and not path.startswith("/"):  # an anchor: look for $anchor / $id "#name"
+            found = self._anchor(path)
+            if found is None:
+                raise SchemaError("$ref", pointer, f"no anchor {path!r} in the schema")
+            return found, ref
+        for part in path.split("/")[1:] if path else []:
+            part = part.replace("~1", "/").replace("~0", "~")
+            from urllib.parse import unquote
+            part = unquote(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SchemaError("$ref", pointer, f"{ref!r} points at nothing in the schema")
+        return node, path or ""
+
+    def _anchor(self, name: str) -> Any:
+        todo = [self.root]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, dict):
+                if x.get("$anchor") == name or x.get("$id") == "#" + name or x.get("id") == "#" + name:
+                    return x
+                todo.extend(x.values())
+            elif isinstance(x, list):
+                todo.extend(x)
+        return None
+
+    # -- normalization -------------------------------------------------------------------
+    def basics(self, sub: Sub) -> list[Basic]:
+        """The union of basic nodes `sub` denotes (empty: no value)."""
+        key = sub.key
+        got = self._cache.get(key)
+        if got is not None:
+            return got
+        if key in self._resolving:
+            raise SchemaError("$ref", sub.pointer, "a reference cycle that never reaches a value (the schema "
+                              "refers to itself without any object or array in between)")
+        self._resolving.add(key)
+        try:
+            if sub.parts:
+                out = [Basic()]
+                for p in sub.parts:
+                    out = self._and(out, self.basics(p), p.pointer)
+            else:
+                out = self._normalize(sub.schema, sub.pointer)
+        finally:
+            self._resolving.discard(key)
+        self._cache[key] = out
+        return out
+
+    def _normalize(self, s: Any, ptr: str) -> list[Basic]:
+        if s is True:
+            return [Basic(pointer=ptr)]
+        if s is False:
+            return []
+        if not isinstance(s, dict):
+            raise SchemaError("schema", ptr, f"a schema must be an object or a boolean, not {type(s).__name__}")
+        if "$ref" in s:
+            target, tptr = self.resolve(s["$ref"], ptr + "/$ref")
+            ref = self.basics(Sub(target, "#" + tptr))
+            if self.draft in ("draft3", "draft4", "draft6", "draft7"):
+                return ref  # drafts up to 7 ignore the siblings of $ref
+            rest = {k: v for k, v in s.items() if k != "$ref"}
+            return self._and(ref, self._normalize(rest, ptr), ptr)
+        for k in s:
+            if k not in KNOWN and k not in ANNOTATIONS and not k.startswith(("x-", "_", "$")) and _is_keyword(k):
+                raise SchemaError(k, f"{ptr}/{k}", f"keyword {k!r} is not supported")
+        out = [self._own(s, ptr)]
+        if "allOf" in s:
+            parts = _list(s["allOf"], "allOf", ptr)
+            for i, part in enumerate(parts):
+                out = self._and(out, self.basics(Sub(part, f"{ptr}/allOf/{i}")), ptr)
+        if "anyOf" in s:
+            alts: list[Basic] = []
+            for i, part in enumerate(_list(s["anyOf"], "anyOf", ptr)):
+                alts.extend(self.basics(Sub(part, f"{ptr}/anyOf/{i}")))
+            out = self._and(out, alts, ptr)
+        if "oneOf" in s:
+            branches = [self.basics(Sub(part, f"{ptr}/oneOf/{i}")) for i, part in
+                        enumerate(_list(s["oneOf"], "oneOf", ptr))]
+            branches = [[b2 for b2 in self._and(out, b, ptr)] for b in branches]
+            if not self.coerce_one_of:
+                for i in range(len(branches)):
+                    for j in range(i + 1, len(branches)):
+                        for x in branches[i]:
+                            for y in branches[j]:
+                                if not disjoint(x, y):
+                                    raise SchemaError("oneOf", f"{ptr}/oneOf", f"branches {i} and {j} may both "
+                                                      "match a value (exactly one must): not decided here; "
+                                                      "pass coerce_one_of=True to treat oneOf as anyOf")
+            out = [b for br in branches for b in br]
+        if "not" in s:
+            out = [self._not(b, s["not"], f"{ptr}/not") for b in out]
+            out = [b for b in out if b is not None]
+        if "if" in s:
+            out = self._if(out, s, ptr)
+        return out
+
+    def _if(self, out: list[Basic], s: dict, ptr: str) -> list[Basic]:
+        cond = s["if"]
+        then, els = s.get("then", True), s.get("else", True)
+        if then is True and els is True:
+            return out
+        # exact when `if` pins one property to constants and that property is required by both sides'
+        # outcome: (if AND then) OR (NOT if AND else)
+        pinned = _pinned_property(cond)
+        if pinned is None:
+            raise SchemaError("if", f"{ptr}/if", "if/then/else is supported only where `if` fixes one required "
+                              "property to const/enum values")
+        name, values, required = pinned
+        yes = {"properties": {name: {"enum": values}}, **({"required": [name]} if required else {})}
+        no_parts = [{"properties": {name: {"not": {"enum": values}}}, "required": [name]}]
+        if required:
+            no_parts.append({"not": {"required": [name]}})
+        alts = self._and(out, self._normalize({"allOf": [yes, then]}, f"{ptr}/then"), ptr)
+        for part in no_parts:
+            alts += self._and(out, self._normalize({"allOf": [part, els]}, f"{ptr}/else"), ptr)
+        return alts
+
+    def _not(self, b: Basic, neg: Any, ptr: str) -> Basic | None:
+        """b AND NOT neg, where that is again a basic node (else SchemaError)."""
+        if neg is True:
+            return None
+        if neg is False or neg == {}:
+            return b if neg is False else None
+        if not isinstance(neg, dict):
+            raise SchemaError("not", ptr, "not must hold a schema")
+        keys = set(neg) - ANNOTATIONS
+        if keys == {"type"}:
+            ts = _types(neg["type"], ptr)
+            types = set(b.types)
+            integer = b.integer
+            if "number" in ts:
+                types.discard("number")
+            elif "integer" in ts and "number" in types:
+                if not b.integer:
+                    raise SchemaError("not", ptr, "not {type: integer} on numbers (non-integral numbers) is not "
+                                      "supported")
+                types.discard("number")
+            types -= ts
+            return replace(b, types=frozenset(types), integer=integer) if types else None
+        if keys <= {"enum", "const"}:
+            vals = neg["enum"] if "enum" in neg else [neg["const"]]
+            if not isinstance(vals, list):
+                raise SchemaError("enum", ptr, "enum must be an array")
+            banned = {canonical(_number_form(v)) for v in vals}
+            if b.enum is not None:
+                left = tuple(v for v in b.enum if v not in banned)
+                return replace(b, enum=left) if left else None
+            structured = [v for v in vals if isinstance(v, (dict, list))]
+            if structured and ({"object", "array"} & b.types):
+                raise SchemaError("not", ptr, "not {enum: ...} of objects or arrays is not supported")
+            return replace(b, exclude=tuple(dict.fromkeys(b.exclude + tuple(sorted(banned)))))
+        if keys == {"required"} and isinstance(neg["required"], list):
+            names = neg["required"]
+            if "object" not in b.types:
+                return b
+            if len(names) == 1 and names[0] not in b.required:
+                n = names[0]
+                props = tuple((k, v) for k, v in b.props if k != n) + ((n, Sub(False, ptr)),)
+                return replace(b, props=props)
+            if all(n in b.required for n in names):
+                types = b.types - {"object"}
+                return replace(b, types=types) if types else None
+        raise SchemaError("not", ptr, f"not {{{', '.join(sorted(keys))}}} is not supported (only not of type, "
+                          "enum/const, or one required property)")
+
+    def _own(self, s: dict, ptr: str) -> Basic:
+        """The constraints of `s` itself (no applicators)."""
+        b = Basic(pointer=ptr)
+        if "type" in s:
+            ts = _types(s["type"], ptr)
+            types = set(ts)
+            integer = False
+            if "integer" in types:
+                types.discard("integer")
+                if "number" not in types:
+                    integer = True
+                types.add("number")
+            b = replace(b, types=frozenset(types), integer=integer)
+        if "const" in s or "enum" in s:
+            vals = [s["const"]] if "const" in s else s["enum"]
+            if not isinstance(vals, list):
+                raise SchemaError("enum", f"{ptr}/enum", "enum must be an array")
+            if "enum" in s and "const" in s:
+                consts = {canonical(s["const"])}
+                vals = [v for v in vals if canonical(v) in consts]
+            b = replace(b, enum=tuple(dict.fromkeys(canonical(_number_form(v)) for v in vals)))
+        # strings
+        for k in ("minLength", "maxLength"):
+            if k in s:
+                _nonneg_int(s[k], k, ptr)
+        if "minLength" in s:
+            b = replace(b, min_len=int(s["minLength"]))
+        if "maxLength" in s:
+            b = replace(b, max_len=int(s["maxLength"]))
+        if "pattern" in s:
+            if not isinstance(s["pattern"], str):
+                raise SchemaError("pattern", f"{ptr}/pattern", "pattern must be a string")
+            b = replace(b, patterns=(s["pattern"],))
+        if "format" in s and isinstance(s["format"], str):
+            from .formats import checked_format
+            f = checked_format(s["format"], f"{ptr}/format")
+            if f is not None:
+                b = replace(b, formats=(f,))
+        # numbers
+        lo = hi = None
+        lo_strict = hi_strict = False
+        if "minimum" in s:
+            lo = _number(s["minimum"], "minimum", ptr)
+            if s.get("exclusiveMinimum") is True:
+                lo_strict = True
+        if "maximum" in s:
+            hi = _number(s["maximum"], "maximum", ptr)
+            if s.get("exclusiveMaximum") is True:
+                hi_strict = True
+        for k, is_lo in (("exclusiveMinimum", True), ("exclusiveMaximum", False)):
+            v = s.get(k)
+            if v is None or isinstance(v, bool):
+                continue
+            x = _number(v, k, ptr)
+            if is_lo and (lo is None or x >= lo):
+                lo, lo_strict = x, True
+            elif not is_lo and (hi is None or x <= hi):
+                hi, hi_strict = x, True
+        b = replace(b, lo=lo, lo_strict=lo_strict, hi=hi, hi_strict=hi_strict)
+        if "multipleOf" in s:
+            m = _number(s["multipleOf"], "multipleOf", ptr)
+            if m <= 0:
+                raise SchemaError("multipleOf", f"{ptr}/multipleOf", "multipleOf must be > 0")
+            b = replace(b, multiple=m)
+        # arrays
+        items = s.get("items")
+        prefix = s.get("prefixItems")
+        if isinstance(items, list):
+            if self.draft == "draft2020":
+                raise SchemaError("items", f"{ptr}/items", "items must be a schema in draft 2020-12 (use "
+                                  "prefixItems)")
+            prefix, items = items, s.get("additionalItems", True)
+            base = f"{ptr}/items"
+            b = replace(b, prefix=tuple(Sub(x, f"{base}/{i}") for i, x in enumerate(prefix)),
+                        items=None if items is True else Sub(items, f"{ptr}/additionalItems"))
+        else:
+            if prefix is not None:
+                prefix = _list(prefix, "prefixItems", ptr)
+                b = replace(b, prefix=tuple(Sub(x, f"{ptr}/prefixItems/{i}") for i, x in enumerate(prefix)))
+            if items is not None and items is not True and items != {}:
+                b = replace(b, items=Sub(items, f"{ptr}/items"))
+        if "minItems" in s:
+            b = replace(b, min_items=_nonneg_int(s["minItems"], "minItems", ptr))
+        if "maxItems" in s:
+            b = replace(b, max_items=_nonneg_int(s["maxItems"], "maxItems", ptr))
+        if s.get("uniqueItems") is True:
+            raise SchemaError("uniqueItems", f"{ptr}/uniqueItems", "uniqueItems: true cannot be expressed by a "
+                              "context-free grammar")
+        for k in ("contains", "unevaluatedItems", "unevaluatedProperties", "propertyNames", "dependentSchemas"):
+            if k in s and s[k] is not True and s[k] != {}:
+                raise SchemaError(k, f"{ptr}/{k}", f"{k} is not supported")
+        # objects
+        props = s.get("properties")
+        if props is not None:
+            if not isinstance(props, dict):
+                raise SchemaError("properties", f"{ptr}/properties", "properties must be an object")
+            b = replace(b, props=tuple((k, Sub(v, f"{ptr}/properties/{_esc(k)}")) for k, v in props.items()))
+        req = s.get("required")
+        if isinstance(req, list):
+            b = replace(b, required=tuple(dict.fromkeys(r for r in req if isinstance(r, str))))
+        elif req is not None and not isinstance(req, bool):
+            raise SchemaError("required", f"{ptr}/required", "required must be an array of names")
+        if isinstance(req, bool) and req:
+            raise SchemaError("required", f"{ptr}/required", "draft-3 'required: true' is not supported")
+        if "additionalProperties" in s and s["additionalProperties"] is not True and s["additionalProperties"] != {}:
+            b = replace(b, additional=Sub(s["additionalProperties"], f"{ptr}/additionalProperties"))
+        pp = s.get("patternProperties")
+        if pp:
+            if not isinstance(pp, dict):
+                raise SchemaError("patternProperties", f"{ptr}/patternProperties", "must be an object")
+            b = replace(b, pattern_props=tuple((k, Sub(v, f"{ptr}/patternProperties/{_esc(k)}"))
+                                               for k, v in pp.items()))
+        if "minProperties" in s:
+            b = replace(b, min_props=_nonneg_int(s["minProperties"], "minProperties", ptr))
+        if "maxProperties" in s:
+            b = replace(b, max_props=_nonneg_int(s["maxProperties"], "maxProperties", ptr))
+        deps = s.get("dependentRequired") or {}
+        if isinstance(s.get("dependencies"), dict):
+            for k, v in s["dependencies"].items():
+                if isinstance(v, list):
+                    deps = {**deps, k: v}
+                elif v is not True and v != {}:
+                    raise SchemaError("dependencies", f"{ptr}/dependencies/{_esc(k)}", "schema dependencies are "
+                                      "not supported")
+        for k, v in deps.items():
+            if v and k not in b.required:
+                raise SchemaError("dependentRequired", f"{ptr}/dependentRequired", "dependencies between "
+                                  f"properties ({k!r} requires {v}) are not supported")
+        return b
+
+    # -- conjunction ---------------------------------------------------------------------
+    def _and(self, xs: list[Basic], ys: list[Basic], ptr: str) -> list[Basic]:
+        out = []
+        for x in xs:
+            for y in ys:
+                m = merge(x, y)
+                if m is not None:
+                    out.append(m)
+        if len(out) > MAX_ALTERNATIVES:
+            raise SchemaError("anyOf", ptr, f"the schema's alternatives multiply to {len(out)} (allOf over anyOf/"
+                              f"oneOf); at most {MAX_ALTERNATIVES} are compiled")
+        return out
+
+
+def merge(x: Basic, y: Basic) -> Basic | None:
+    """The conjunction of two basic nodes; None when no value satisfies both."""
+    types = x.types & y.types
+    if not types:
+        return None
+    enum = x.enum if y.enum is None else (y.enum if x.enum is None else
+                                           tuple(v for v in x.enum if v in set(y.enum)))
+    if enum is not None and not enum:
+        return None
+    lo, lo_s = _tighter(x.lo, x.lo_strict, y.lo, y.lo_strict, max)
+    hi, hi_s = _tighter(x.hi, x.hi_strict, y.hi, y.hi_strict, min)
+    mult = x.multiple if y.multiple is None else (y.multiple if x.multiple is None else _lcm(x.multiple, y.multiple))
+    n = max(len(x.prefix), len(y.prefix))
+    prefix = tuple(conj(_item(x, i), _item(y, i)) or Sub(True, x.pointer) for i in range(n))
+    props: dict[str, Sub] = {}
+    for a, b in ((x, y), (y, x)):
+        for name, s in a.props:
+            if name in props:
+                continue
+            other = b.prop(name)
+            if other is None:
+                other = _extra_for(b, name)
+            props[name] = conj(s, other) or Sub(True, s.pointer)
+    if x.pattern_props and y.pattern_props:
+        pp = x.pattern_props + tuple(p for p in y.pattern_props if p not in x.pattern_props)
+        if x.additional is not None or y.additional is not None:
+            return _refuse("patternProperties", x.pointer, "allOf of objects that both have patternProperties "
+                           "and additionalProperties")
+    else:
+        own, other = (x, y) if x.pattern_props else (y, x)
+        pp = tuple((p, conj(s, other.additional) or s) for p, s in own.pattern_props)
+    return Basic(
+        types=types, enum=enum, exclude=tuple(dict.fromkeys(x.exclude + y.exclude)), integer=x.integer or y.integer,
+        min_len=max(x.min_len, y.min_len), max_len=_min(x.max_len, y.max_len),
+        patterns=tuple(dict.fromkeys(x.patterns + y.patterns)), formats=tuple(dict.fromkeys(x.formats + y.formats)),
+        lo=lo, lo_strict=lo_s, hi=hi, hi_strict=hi_s, multiple=mult,
+        prefix=prefix, items=conj(x.items, y.items), min_items=max(x.min_items, y.min_items),
+        max_items=_min(x.max_items, y.max_items),
+        props=tuple(props.items()), required=tuple(dict.fromkeys(x.required + y.required)),
+        additional=conj(x.additional, y.additional), pattern_props=pp,
+        min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props), pointer=x.pointer)
+
+
+def _refuse(keyword: str, ptr: str, why: str):
+    raise SchemaError(keyword, ptr, why + " is not supported")
+
+
+def _item(b: Basic, i: int) -> Sub | None:
+    return b.prefix[i] if i < len(b.prefix) else b.items
+
+
+def _extra_for(b: Basic, name: str) -> Sub | None:
+    """What object node `b` requires of property `name`, which it does not declare."""
+    import re as _re
+
+    hits = [s for p, s in b.pattern_props if _re.search(p, name)]
+    if hits:
+        out = None
+        for s in hits:
+            out = conj(out, s) or s
+        return out
+    return b.additional
+
+
+def disjoint(x: Basic, y: Basic) -> bool:
+    """Whether no value satisfies both (a sufficient test, used for oneOf)."""
+    if merge_or_none(x, y) is None:
+        return True
+    if "object" in (x.types & y.types) and (x.types & y.types) == {"object"}:
+        # a property both require, pinned to disjoint constants
+        for name, s in x.props:
+            t = y.prop(name)
+            if t is None or name not in x.required or name not in y.required:
+                continue
+            a, b = _consts(s), _consts(t)
+            if a is not None and b is not None and not (a & b):
+                return True
+        # one requires a property the other forbids
+        for a, b in ((x, y), (y, x)):
+            for name in a.required:
+                p = b.prop(name)
+                if (p is not None and p.is_false()) or (p is None and b.additional is not None and
+                                                        b.additional.is_false() and not b.pattern_props):
+                    return True
+    return False
+
+
+def merge_or_none(x: Basic, y: Basic) -> Basic | None:
+    try:
+        m = merge(x, y)
+    except SchemaError:
+        return x
+    if m is None:
+        return None
+    if m.types == frozenset({"number"}) and m.lo is not None and m.hi is not None and (
+            m.lo > m.hi or (m.lo == m.hi and (m.lo_strict or m.hi_strict))):
+        return None
+    if m.types == frozenset({"string"}) and m.max_len is not None and m.max_len < m.min_len:
+        return None
+    return m
+
+
+def _consts(s: Sub) -> set[str] | None:
+    if s.parts or not isinstance(s.schema, dict):
+        return None
+    if "const" in s.schema:
+        return {canonical(_number_form(s.schema["const"]))}
+    if isinstance(s.schema.get("enum"), list):
+        return {canonical(_number_form(v)) for v in s.schema["enum"]}
+    return None
+
+
+def _pinned_property(cond: Any) -> tuple[str, list, bool] | None:
+    """(name, values, required) for an `if` of the form {properties: {name: {const|enum}}, required?}."""
+    if not isinstance(cond, dict):
+        return None
+    keys = set(cond) - ANNOTATIONS
+    props = cond.get("properties")
+    if not isinstance(props, dict) or len(props) != 1 or not keys <= {"properties", "required"}:
+        return None
+    (name, sch), = props.items()
+    if not isinstance(sch, dict) or not (set(sch) - ANNOTATIONS) <= {"const", "enum", "type"}:
+        return None
+    vals = [sch["const"]] if "const" in sch else sch.get("enum")
+    if not isinstance(vals, list):
+        return None
+    req = cond.get("required", [])
+    return name, vals, name in req
+
+
+def _tighter(a, a_s, b, b_s, pick):
+    if a is None:
+        return b, b_s
+    if b is None:
+        return a, a_s
+    if a == b:
+        return a, a_s or b_s
+    return (a, a_s) if pick(a, b) == a else (b, b_s)
+
+
+def _min(a, b):
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _lcm(a: Fraction, b: Fraction) -> Fraction:
+    return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+
+
+def _number(v: Any, k: str, ptr: str) -> Fraction:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        raise SchemaError(k, f"{ptr}/{k}", f"{k} must be a number")
+    return Fraction(repr(v)) if isinstance(v, float) else Fraction(v)
+
+
+def _number_form(v: Any) -> Any:
+    """Numbers compared by value: 1 and 1.0 are the same enum value (as in jsonschema)."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _nonneg_int(v: Any, k: str, ptr: str) -> int:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SchemaError(k, f"{ptr}/{k}", f"{k} must be a non-negative integer")
+    return v
+
+
+def _types(t: Any, ptr: str) -> set[str]:
+    ts = t if isinstance(t, list) else [t]
+    out = set()
+    for x in ts:
+        if x == "any":
+            return {"null", "boolean", "object", "array", "string", "number"}
+        if x not in ("null", "boolean", "object", "array", "string", "number", "integer"):
+            raise SchemaError("type", f"{ptr}/type", f"unknown type {x!r}")
+        out.add(x)
+    return out
+
+
+def _list(v: Any, k: str, ptr: str) -> list:
+    if not isinstance(v, list) or not v:
+        raise SchemaError(k, f"{ptr}/{k}", f"{k} must be a non-empty array of schemas")
+    return v
+
+
+def _esc(k: str) -> str:
+    return k.replace("~", "~0").replace("/", "~1")
+
+
+def _is_keyword(k: str) -> bool:
+    """Unknown names that look like validation keywords of some draft (the rest are annotations)."""
+    return k in ("extends", "disallow", "divisibleBy", "$recursiveRef", "$dynamicRef")
+
+
+def _draft(root: Any) -> str:
+    s = root.get("$schema", "") if isinstance(root, dict) else ""
+    for tag, name in (("draft-03", "draft3"), ("draft-04", "draft4"), ("draft-06", "draft6"),
+                      ("draft-07", "draft7"), ("2019-09", "draft2019"), ("2020-12", "draft2020")):
+        if tag in str(s):
+            return name
+    return "draft2020"

@@ -1,0 +1,370 @@
+"""The JSON Schema front end: a schema's grammar accepts exactly the JSON texts of the instances
+``jsonschema`` validates (written in schema property order, with the chosen whitespace), its
+terminals stay exact under the basic lexer, refusals name the keyword and its JSON pointer, and
+hostile schemas stop within the limits."""
+
+from __future__ import annotations
+
+import json
+import re
+from fractions import Fraction
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cad_outlines import Matcher, ResourceLimitError, SchemaError, Vocabulary, compile_json_schema
+from cad_outlines.engine.frontend.json_schema import strings as S
+from cad_outlines.engine.frontend.json_schema.formats import FORMATS
+from cad_outlines.engine.frontend.json_schema.numbers import NumberSpec, number_dfa
+from cad_outlines.limits import Limits
+from tests.fixture_data import SMALL
+from tests.helpers import encode
+
+FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+
+
+def accepts(grammar, vocab, text: str) -> bool:
+    """Every token of `text` allowed in turn, and EOS at the end (the whole text is a sentence)."""
+    ids = encode(vocab, text.encode("utf-8"))
+    m = Matcher(grammar)
+    if m.validate(ids) != len(ids):
+        return False
+    m.advance_many(ids)
+    return m.is_accepting()
+
+
+def valid(schema, value) -> bool:
+    return jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER).is_valid(value)
+
+
+def dump(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
+        "email": {"type": "string", "format": "email"},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "maxItems": 3},
+        "kind": {"enum": ["a", "b", 3, None]},
+        "score": {"type": "number", "minimum": -1.5, "maximum": 2.25},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": {"type": "boolean"},
+}
+
+CASES = [
+    (PERSON, [
+        {"name": "x", "age": 3}, {"name": "", "age": 3}, {"name": "abcdefghi", "age": 3}, {"age": 3},
+        {"name": "age", "age": 149}, {"name": "a", "age": 150}, {"name": "a", "age": -1}, {"name": "a", "age": 2.0},
+        {"name": "a", "age": 2.5}, {"name": "a", "age": 1, "email": "x@y"}, {"name": "a", "age": 1, "email": "xy"},
+        {"name": "a", "age": 1, "tags": ["ab", "c"]}, {"name": "a", "age": 1, "tags": ["Ab"]},
+        {"name": "a", "age": 1, "tags": ["a", "b", "c", "d"]}, {"name": "a", "age": 1, "kind": 3},
+        {"name": "a", "age": 1, "kind": "c"}, {"name": "a", "age": 1, "kind": None}, {"name": "a", "age": 1, "x": True},
+        {"name": "a", "age": 1, "x": 1}, {"name": "a", "age": 1, "score": -1.5}, {"name": "a", "age": 1, "score": 2.26},
+        {"name": "name", "age": 1, "name2": False}, {"name": "é\n\"", "age": 1},
+    ]),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False, "minItems": 1},
+     [[], [1], [1, "a"], [1, "a", 2], ["a"], [1, 2]]),
+    ({"anyOf": [{"type": "string", "pattern": "^[0-9]+$"}, {"type": "integer", "multipleOf": 3}]},
+     ["12", "1a", 9, 10, 0, -3, "", 3.0]),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "string"},
+      "properties": {"x-a": {"type": "string"}}},
+     [{}, {"x-b": 1}, {"x-b": "s"}, {"y": "s"}, {"y": 1}, {"x-a": "s"}, {"x-a": 1}]),
+    ({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                         "required": ["v"], "additionalProperties": False}},
+      "$ref": "#/$defs/node"},
+     [{"v": 1}, {"v": 1, "kids": [{"v": 2, "kids": []}]}, {"v": 1, "kids": [{"w": 2}]}, {"kids": []}]),
+    ({"type": "object", "properties": {"t": {"const": "a"}, "n": {"type": "integer"}}, "required": ["t"],
+      "if": {"properties": {"t": {"const": "a"}}}, "then": {"required": ["n"]}},
+     [{"t": "a", "n": 1}, {"t": "a"}, {"t": "b"}]),
+    ({"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+                {"type": "object", "properties": {"k": {"const": 2}, "z": {"type": "null"}}, "required": ["k"]}]},
+     [{"k": 1}, {"k": 2, "z": None}, {"k": 3}, {"k": 1, "z": 5}]),
+    ({"type": "string", "format": "date-time"}, ["2020-02-29T10:00:00Z", "2021-02-29T10:00:00Z",
+                                                 "2020-01-01t00:00:00+01:00",
+                                                 "2020-01-01", "x"]),
+    ({"type": "string", "format": "ipv4"}, ["1.2.3.4", "01.2.3.4", "256.1.1.1", "1.2.3"]),
+    ({"type": "string", "format": "uuid"},
+     ["12345678-1234-1234-1234-123456789abc", "12345678123412341234123456789abc"]),
+    ({"not": {"type": "string"}, "enum": ["a", 1, None]}, ["a", 1, None, 2]),
+    ({"type": "object", "minProperties": 1, "maxProperties": 2},
+     [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}]),
+    ({"type": "number", "exclusiveMinimum": 0, "not": {"enum": [5]}}, [0, 0.001, 5, 5.0, 6, -1, 1e3]),
+]
+
+
+@pytest.mark.parametrize("whitespace", ["outlines", "flexible"])
+def test_accepts_exactly_the_valid_instances(vocab, whitespace):
+    for schema, instances in CASES:
+        g = compile_json_schema(schema, vocab, cache=False, whitespace=whitespace)
+        for v in instances:
+            text = dump(v)
+            assert accepts(g, vocab, text) == valid(schema, v), (schema, text)
+
+
+def test_whitespace_modes(vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    texts = {'{"a":[1,2]}': (True, True, True), '{"a": [1, 2]}': (True, True, False),
+             '{ "a" : [ 1 , 2 ] }': (True, True, False), '{"a":  [1]}': (False, True, False),
+             '{\n  "a": [\n    1\n  ]\n}': (False, True, False), ' {"a": []}': (False, False, False)}
+    for i, ws in enumerate(["outlines", "flexible", "compact"]):
+        g = compile_json_schema(schema, vocab, cache=False, whitespace=ws)
+        for text, want in texts.items():
+            assert accepts(g, vocab, text) == want[i], (ws, text)
+
+
+def test_property_order_follows_the_schema(vocab):
+    g = compile_json_schema({"type": "object", "properties": {"a": {}, "b": {}}}, vocab, cache=False)
+    assert accepts(g, vocab, '{"a": 1, "b": 2}')
+    assert not accepts(g, vocab, '{"b": 2, "a": 1}')  # documented departure: schema order
+    assert accepts(g, vocab, '{"b": 2, "c": 3}')
+
+
+def test_colliding_terminals_stay_exact(vocab):
+    """A key's text as a string value, a pattern string beside any string, overlapping patterns and
+    overlapping number ranges: the lexer's first-match choice never loses a valid text."""
+    schema = {"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$"}, "name": {"type": "string"},
+        "p": {"type": "string", "pattern": "a"}, "q": {"type": "string", "pattern": "b"},
+        "lo": {"type": "integer", "maximum": 10}, "hi": {"type": "integer", "minimum": 5},
+        "any": {"type": "number"}}}
+    g = compile_json_schema(schema, vocab, cache=False)
+    for v in [{"id": "12", "name": "12"}, {"name": "id"}, {"name": "name"}, {"p": "ab", "q": "ab"},
+              {"p": "a", "q": "a"},
+              {"lo": 7, "hi": 7}, {"lo": 3, "hi": 3}, {"lo": 11}, {"any": 7}, {"any": 7.5e3}, {"id": "1a"}]:
+        assert accepts(g, vocab, dump(v)) == valid(schema, v), v
+
+
+def test_eos_only_when_the_value_is_complete(vocab):
+    g = compile_json_schema({"type": "integer", "minimum": 10}, vocab, cache=False)
+    assert not accepts(g, vocab, "1")  # a prefix of 10..19, not a valid value
+    assert accepts(g, vocab, "12")
+
+
+# -- automata against Python's own semantics -------------------------------------------------
+
+NUMBERS = st.builds(lambda s, i, f: f"{s}{i}{f}", st.sampled_from(["", "-"]),
+                    st.sampled_from(["0", "1", "2", "5", "10", "99", "150"]),
+                    st.sampled_from(["", ".0", ".5", ".25", ".125", ".75"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_number_automaton_is_exact(data):
+    bound = st.one_of(st.none(), st.sampled_from([Fraction(0), Fraction(5), Fraction(-3), Fraction("2.5"),
+                                                 Fraction("-0.25"), Fraction(100)]))
+    spec = NumberSpec(data.draw(st.booleans()), data.draw(bound), data.draw(st.booleans()), data.draw(bound),
+                      data.draw(st.booleans()), data.draw(st.sampled_from([None, Fraction(3), Fraction("0.5")])))
+    dfa = number_dfa(spec)
+    for text in data.draw(st.lists(NUMBERS, min_size=5, max_size=20)):
+        want = spec.contains(Fraction(text))
+        assert dfa.fullmatch(text.encode()) == want, (spec, text)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["^a+$", "ab", "^x", "y$", "a|^b", "[0-9]{2,3}", "^(?:foo|bar)-[a-z]*$"]),
+       st.text(alphabet="abxy019-fo\nr", max_size=8))
+def test_pattern_has_search_semantics(pattern, s):
+    dfa = S.json_string_dfa(S.pattern_dfa(pattern))
+    assert dfa.fullmatch(json.dumps(s).encode()) == bool(re.search(pattern, s))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(FORMATS)), st.one_of(
+    st.text(alphabet="0123456789-:.TZtz+ ", max_size=25), st.text(alphabet="0123456789abcdefABCDEF:.-", max_size=40),
+    st.sampled_from(["2020-02-29", "2019-02-29", "2000-02-29", "1900-02-29", "0000-01-01", "23:59:59Z",
+                     "24:00:00Z", "::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::1.2.3.4",
+                     "1::2:3:4:5:6:7:8", "fe80::1%eth0", "http://x.org/a?b#c", "a:b", "//host", "mailto:x@y",
+                     "1.2.3.4", "1.2.3.04", "a@b", "http://[::1]:80/"])))
+def test_formats_agree_with_jsonschema(fmt, s):
+    dfa = S.json_string_dfa(S.regex_to_codepoint_dfa(FORMATS[fmt]))
+    assert dfa.fullmatch(json.dumps(s, ensure_ascii=False).encode()) == FORMAT_CHECKER.conforms(s, fmt), (fmt, s)
+
+
+def test_string_spellings_decode_to_the_class():
+    dfa = S.json_string_dfa(S.any_string(2, 2))
+    for text, want in [('"ab"', True), ('"a\\n"', True), ('"\\u0001\\""', True), ('"\\u0041b"', False),
+                       ('"a\x01"', False), ('"\\/x"', True), ('"é€"', True), ('"abc"', False)]:
+        assert dfa.fullmatch(text.encode()) == want, text
+
+
+# -- property-based: instances from the schema, and random JSON ---------------------------------
+
+HAND_WRITTEN = [
+    PERSON,
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": -5, "maximum": 5},
+                                      "b": {"type": "array", "items": {"type": "boolean"}, "minItems": 1,
+                                            "maxItems": 2}},
+     "required": ["a"], "additionalProperties": False},
+    {"type": "array", "items": {"anyOf": [{"type": "null"}, {"type": "string", "maxLength": 3}]}},
+]
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-200, 200) | st.sampled_from([0.5, -1.5, 2.25, 1e3]) |
+    st.text(alphabet="abAZ09_-@é\"\\\n", max_size=6),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+        st.sampled_from(["name", "age", "a", "b", "tags", "kind", "x", "score"]), kids, max_size=4),
+    max_leaves=8)
+
+
+def _schema_order(schema, value):
+    """`value` with each object's declared properties first, in schema order (the language's order)."""
+    if isinstance(value, dict) and isinstance(schema, dict):
+        props = schema.get("properties", {})
+        out = {k: _schema_order(props[k], value[k]) for k in props if k in value}
+        out.update({k: v for k, v in value.items() if k not in props})
+        return out
+    if isinstance(value, list) and isinstance(schema, dict) and isinstance(schema.get("items"), dict):
+        return [_schema_order(schema["items"], v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("index", range(len(HAND_WRITTEN)))
+def test_random_json_is_accepted_iff_valid(vocab, index):
+    schema = HAND_WRITTEN[index]
+    g = compile_json_schema(schema, vocab, cache=False)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(JSON_VALUES)
+    def check(v):
+        v = _schema_order(schema, v)
+        assert accepts(g, vocab, dump(v)) == valid(schema, v), dump(v)
+
+    check()
+
+
+def instances(schema):
+    """Valid instances of the hand-written schemas' keywords (a small generator: hypothesis-jsonschema
+    does not run on this hypothesis)."""
+    if "anyOf" in schema:
+        return st.one_of([instances(s) for s in schema["anyOf"]])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    t = schema.get("type")
+    if t == "null":
+        return st.none()
+    if t == "boolean":
+        return st.booleans()
+    if t == "integer":
+        hi = schema.get("maximum", 10**6)
+        hi = hi - 1 if "exclusiveMaximum" in schema else hi
+        return st.integers(schema.get("minimum", -10**6), min(hi, schema.get("exclusiveMaximum", hi + 1) - 1))
+    if t == "number":
+        # eighths: bounded numbers are written without an exponent (docs), as json.dumps writes these
+        lo, hi = int(schema.get("minimum", -1e6) * 8), int(schema.get("maximum", 1e6) * 8)
+        return st.integers(lo, hi).map(lambda i: i / 8)
+    if t == "string":
+        if "format" in schema:
+            return st.builds(lambda a, b: f"{a}@{b}", st.text(max_size=3), st.text(max_size=3))
+        if "pattern" in schema:
+            return st.from_regex(schema["pattern"], fullmatch=True)
+        return st.text(min_size=schema.get("minLength", 0), max_size=schema.get("maxLength", 8))
+    if t == "array":
+        return st.lists(instances(schema.get("items", {"type": "null"})), min_size=schema.get("minItems", 0),
+                        max_size=schema.get("maxItems", 4))
+    props = schema.get("properties", {})
+    req = schema.get("required", [])
+    add = schema.get("additionalProperties", True)
+    extra = st.just({}) if add is False else st.dictionaries(st.sampled_from(["zz", "extra"]), instances(add))
+    return st.builds(lambda d, e: {**d, **e}, st.fixed_dictionaries({k: instances(props[k]) for k in req},
+                                                                   optional={k: instances(v) for k, v in props.items()
+                                                                             if k not in req}), extra)
+
+
+@pytest.mark.parametrize("index", range(len(HAND_WRITTEN)))
+def test_generated_valid_instances_are_accepted(vocab, index):
+    schema = HAND_WRITTEN[index]
+    g = compile_json_schema(schema, vocab, cache=False)
+
+    @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(instances(schema))
+    def check(v):
+        v = _schema_order(schema, v)
+        assert valid(schema, v), v
+        assert accepts(g, vocab, dump(v)), dump(v)
+
+    check()
+
+
+# -- refusals and limits ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("schema,keyword,pointer", [
+    ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+    ({"properties": {"h": {"type": "string", "format": "hostname"}}}, "format", "/properties/h/format"),
+    ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
+    ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "/oneOf"),
+    ({"type": "array", "contains": {"type": "integer"}}, "contains", "/contains"),
+])
+def test_refusals_name_the_keyword_and_pointer(vocab, schema, keyword, pointer):
+    with pytest.raises(SchemaError) as e:
+        compile_json_schema(schema, vocab, cache=False)
+    assert e.value.keyword == keyword and e.value.pointer == pointer, str(e.value)
+    assert keyword in str(e.value) and "\n" not in str(e.value)
+
+
+def test_coerce_one_of_treats_overlapping_branches_as_any_of(vocab):
+    g = compile_json_schema({"oneOf": [{"type": "integer"}, {"type": "string"}]}, vocab, cache=False)
+    assert accepts(g, vocab, "1") and accepts(g, vocab, '"a"')
+    g = compile_json_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]}, vocab, cache=False,
+                            coerce_one_of=True)
+    assert accepts(g, vocab, "1.5")
+
+
+def test_annotations_and_unknown_formats_are_ignored(vocab):
+    g = compile_json_schema({"type": "string", "format": "int32", "title": "t", "description": "d", "examples": [1],
+                             "default": "x", "x-custom": 1}, vocab, cache=False)
+    assert accepts(g, vocab, '"anything"')
+
+
+def test_hostile_schemas_stop_within_the_limits(vocab):
+    huge = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(40_000)}}
+    with pytest.raises(ResourceLimitError):
+        compile_json_schema(huge, vocab, cache=False)
+    deep: dict = {"type": "integer"}
+    for _ in range(3000):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises((ResourceLimitError, SchemaError)):
+        compile_json_schema(deep, vocab, cache=False)
+    with pytest.raises((ResourceLimitError, SchemaError)):
+        compile_json_schema({"type": "string", "pattern": "^(a|b)*a(a|b){40}$"}, vocab, cache=False)
+    with pytest.raises(ResourceLimitError):
+        compile_json_schema({"type": "object", "properties": {f"p{i}": {"enum": list(range(50))} for i in range(300)}},
+                            vocab, cache=False, limits=Limits(max_compile_seconds=0.2))
+
+
+def test_cached_in_process_and_on_disk(vocab, tmp_path):
+    from cad_outlines.engine.compile import wait_for_cache_writes
+
+    schema = {"type": "object", "properties": {"cached": {"type": "integer"}}}
+    g1 = compile_json_schema(schema, vocab, cache=tmp_path)
+    assert compile_json_schema(json.dumps(schema), vocab, cache=tmp_path) is g1
+    wait_for_cache_writes()
+    assert any(p.name.startswith("lazy-schema-") for p in tmp_path.iterdir())
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    assert compile_json_schema(path, vocab, cache=tmp_path) is g1
+
+
+def test_eager_compile_gives_the_same_masks(vocab):
+    import numpy as np
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 3}, "b": {"enum": ["x", "y"]}}}
+    lazy = compile_json_schema(schema, vocab, cache=False)
+    eager = compile_json_schema(schema, vocab, cache=False, lazy=False)
+    text = encode(vocab, b'{"a": 31, "b": "y"}')
+    ml, me = Matcher(lazy), Matcher(eager)
+    for t in text:
+        assert np.array_equal(ml.allowed_mask(), me.allowed_mask())
+        ml.advance(t)
+        me.advance(t)
+    assert ml.is_accepting() and me.is_accepting()

@@ -130,6 +130,12 @@ class DocumentConstraint:
         self._tails: dict = {}
         self._free_acc: dict = {}
 
+    def fork(self) -> DocumentConstraint:
+        """An independent copy at the same state (the document's index and the mask caches are shared)."""
+        other = object.__new__(DocumentConstraint)
+        other.__dict__.update(self.__dict__)
+        return other
+
     # -- state ---------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         """Read program bytes; a ProgramError (state unchanged) if they break the constraint."""

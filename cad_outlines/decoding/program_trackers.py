@@ -74,6 +74,10 @@ class CopyTracker:
     def forced_bytes(self) -> bytes:
         return b""
 
+    def eos_ok(self) -> bool:
+        """A copy program ends with ``</program>``, never with EOS."""
+        return False
+
     def allows(self, data: bytes) -> bool:
         return True
 
@@ -135,6 +139,10 @@ class HunkTracker:
 
     def forced_bytes(self) -> bytes:
         return self.constraint.forced_bytes()
+
+    def eos_ok(self) -> bool:
+        """Whether the program may end here (every hunk applies)."""
+        return self.constraint is None or self.constraint.eos_ok()
 
     def allows(self, data: bytes) -> bool:
         return self.constraint.allows(data)

@@ -160,10 +160,9 @@ class DocumentConstraint:
         st = self.state
         out = bytearray()
         while len(out) < limit and not sc.eos_ok(st):
-            nb = sc.next_bytes(st)
-            if nb is None or len(nb) != 1:
+            b = sc.forced_next(st)
+            if b is None:
                 break
-            b = next(iter(nb))
             st = sc.step(st, b)
             if st is None:  # next_bytes over-approximated: stop here
                 break

@@ -67,8 +67,9 @@ def sample_program(rng, fmt, doc, grammar, vocab, max_tokens=240):
         allowed = m.allowed_mask() & dc.mask()
         assert allowed.any(), f"dead end after {bytes(out)!r}"
         forced = dc.forced_bytes()
-        if forced:  # every allowed token agrees with the forced bytes
-            for t in np.flatnonzero(allowed & ~eos)[:200].tolist():
+        assert dc.allows(forced)
+        if forced and fmt != "str_replace":  # every allowed token agrees with the forced bytes (str_replace
+            for t in np.flatnonzero(allowed & ~eos)[:200].tolist():  # forces the canonical JSON of several)
                 assert forced.startswith(toks[t]) or toks[t].startswith(forced), (forced, toks[t])
         if (allowed & eos).any() and (rng.random() < 0.25 or not (allowed & ~eos).any()):
             return bytes(out).decode("utf-8")

@@ -81,6 +81,9 @@ class CopyTracker:
     def allows(self, data: bytes) -> bool:
         return True
 
+    def any_allowed(self, prefix: bytes, ids: np.ndarray) -> bool:
+        return len(ids) > 0
+
     def in_free_text(self) -> bool:
         """Inside a gen body (where speculative drafts go)."""
         return self.resolver.pending_text().startswith("<gen>")
@@ -147,6 +150,14 @@ class HunkTracker:
     def allows(self, data: bytes) -> bool:
         return self.constraint.allows(data)
 
+    def any_allowed(self, prefix: bytes, ids: np.ndarray) -> bool:
+        """Whether the document allows one of the tokens `ids` after `prefix`."""
+        probe = self.constraint.fork()
+        if not probe.allows(prefix):
+            return False
+        probe.feed(prefix)
+        return bool(probe.mask()[ids].any())
+
     def in_free_text(self) -> bool:
         return False
 
@@ -198,10 +209,8 @@ def forced_run(matcher: Matcher, tracker: CopyTracker | HunkTracker, encoder: To
         grammar = matcher.grammar
         probe = matcher.fork()
         probe.advance_many(ids[:-1])
-        allowed = probe.allowed_mask()
-        before = b"".join(grammar.token_bytes(t) for t in ids[:-1])
-        for t in grammar.tokens_extending(grammar.token_bytes(ids[-1])).tolist():
-            if allowed[t] and tracker.allows(before + grammar.token_bytes(t)):
-                ids.pop()
-                break
+        longer = grammar.tokens_extending(grammar.token_bytes(ids[-1]))
+        longer = longer[probe.allowed_mask()[longer]]
+        if len(longer) and tracker.any_allowed(b"".join(grammar.token_bytes(t) for t in ids[:-1]), longer):
+            ids.pop()
     return ids

@@ -358,3 +358,35 @@ def test_edit_never_writes_a_program_that_deletes_every_line(where, capsys, tmp_
     assert doc.read_text() == "a\nb\n" and not out.exists()
     assert main(args + ["--allow-delete-all"]) == 0
     assert (doc if where == "--in-place" else out).read_text() == ""
+
+
+def test_edit_format_switch_writes_a_search_replace_edit_and_refuses_unknown_formats(capsys, tmp_path, monkeypatch):
+    from cad_outlines.generators.copy_decode import CopyEditor
+
+    before = "Once upon a time.\nThe cat liked milk.\nThe end.\n"
+    program = "<<<<<<< SEARCH\nThe cat liked milk.\n=======\nThe cat liked fish.\n>>>>>>> REPLACE\n"
+    seen = {}
+    plain_edit = CopyEditor.edit
+
+    def scripted(self, document, instruction, **kw):
+        seen.update(kw, editor_format=self.format)
+        return plain_edit(self, document, instruction, script=program, max_new_tokens=10**6,
+                          name=kw["name"])
+
+    monkeypatch.setattr(CopyEditor, "edit", scripted)
+    doc = tmp_path / "story.txt"
+    doc.write_text(before)
+    out = tmp_path / "new.txt"
+    code = main(["edit", str(doc), "--instruction", "fish", "--model", str(MODEL), "--format", "search_replace",
+                 "--output", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0 and out.read_text() == before.replace("milk", "fish")
+    assert seen["editor_format"] == "search_replace" and seen["name"] == "story.txt"
+    assert program in printed.out and "+The cat liked fish." in printed.out
+    with pytest.raises(SystemExit) as info:
+        main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--format", "diff"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "invalid choice: 'diff'" in err and "search_replace" in err
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--format", "udiff",
+                 "--speculative", "2"])
+    one_line_error(capsys, code, "--speculative drafts go in the copy format's gen bodies")

@@ -130,6 +130,12 @@ class DocumentConstraint:
         self._tails: dict = {}
         self._free_acc: dict = {}
 
+    def fork(self) -> DocumentConstraint:
+        """An independent copy at the same state (the document's index and the mask caches are shared)."""
+        other = object.__new__(DocumentConstraint)
+        other.__dict__.update(self.__dict__)
+        return other
+
     # -- state ---------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         """Read program bytes; a ProgramError (state unchanged) if they break the constraint."""
@@ -154,10 +160,9 @@ class DocumentConstraint:
         st = self.state
         out = bytearray()
         while len(out) < limit and not sc.eos_ok(st):
-            nb = sc.next_bytes(st)
-            if nb is None or len(nb) != 1:
+            b = sc.forced_next(st)
+            if b is None:
                 break
-            b = next(iter(nb))
             st = sc.step(st, b)
             if st is None:  # next_bytes over-approximated: stop here
                 break

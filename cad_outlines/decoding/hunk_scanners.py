@@ -99,6 +99,11 @@ class HunkScanner:
             return self.old_line_next(*m)
         return None
 
+    def forced_next(self, st: State) -> int | None:
+        """The byte a forced run takes next: the only byte that may come next, else None."""
+        nb = self.next_bytes(st)
+        return next(iter(nb)) if nb is not None and len(nb) == 1 else None
+
     def feed(self, st: State, data: bytes) -> State | None:
         for b in data:
             st = self.step(st, b)

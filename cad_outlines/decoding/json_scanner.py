@@ -26,6 +26,7 @@ __all__ = ["StrReplaceScanner"]
 QUOTE, BACKSLASH, BRACE = 0x22, 0x5C, 0x7B
 _SIMPLE = {0x22: 0x22, 0x5C: 0x5C, 0x2F: 0x2F, 0x62: 8, 0x66: 12, 0x6E: NL, 0x72: 13, 0x74: 9}  # \" \\ \/ \b ...
 _HEX = b"0123456789abcdefABCDEF"
+_CANONICAL = {0x22: b'\\"', 0x5C: b"\\\\", NL: b"\\n", 13: b"\\r", 9: b"\\t", 8: b"\\b", 12: b"\\f"}
 
 
 def _at_char_boundary(q: bytes) -> bool:
@@ -141,6 +142,30 @@ class StrReplaceScanner(HunkScanner):
         if self._close_ok(cands, q):
             out.add(QUOTE)
         return out
+
+    def forced_next(self, st: State) -> int | None:
+        """Where old_str's decoded text can go on one way only (one character, or the line's end),
+        the next byte of its canonical JSON spelling (``json.dumps``'): every spelling is allowed,
+        the canonical one is forced, as forced text takes the tokenizer's own tokenization."""
+        if st[0] != "s":
+            return None
+        _, q, cands, _, esc = st
+        if not _at_char_boundary(q):  # inside a raw UTF-8 character: its next byte
+            nb = {b for b in cands.next_bytes(q) if b < 0xFF}
+            return next(iter(nb)) if len(nb) == 1 and not cands.has_line(q) else None
+        chars = self._next_chars(cands, q)
+        close = esc == "" and self._close_ok(cands, q)
+        if close:
+            return QUOTE if not chars else None
+        if len(chars) != 1:
+            return None
+        c = next(iter(chars))
+        canonical = _CANONICAL.get(c) or (f"\\u{c:04x}".encode() if c < 0x20 else chr(c).encode("utf-8"))
+        done = esc if esc in ("", "\\") else "\\" + esc  # the escape written so far
+        spelled = done.encode()
+        if not canonical.startswith(spelled) or len(canonical) == len(spelled):
+            return None
+        return canonical[len(spelled)]
 
     # -- the interface ------------------------------------------------------------------------------------
     def step(self, st: State, b: int) -> State | None:

@@ -58,6 +58,7 @@ import numpy as np
 from ..decoding.attention import use_gqa_attention
 from ..decoding.encoding import TokenEncoder
 from ..decoding.kv import append, cache_len, clone_cache, crop_cache, new_cache
+from ..decoding.program_trackers import forced_run, tracker_for
 from ..decoding.prompt import build_prompt
 from ..decoding.results import EditEvent, EditResult, EditStats
 from ..edits.formats import get_format
@@ -69,7 +70,6 @@ from ..engine.vocabulary import Vocabulary, model_mismatch
 from ..errors import ContextLengthError, ParameterError, ProgramError
 from ..grammars import grammar_path
 from .ngram import NgramLookup
-from .program_trackers import tracker_for
 from .sampling import Sampling, sample_token, verify_token
 
 # The Copy-as-Decode API (README): the loop's own names, and the types and helpers its callers pass and get
@@ -207,25 +207,8 @@ class CopyEditor:
         return self._encoder.encode(text)
 
     def encode_bytes(self, data: bytes) -> list[int]:
-        """Token ids whose bytes are exactly `data`'s: the bytes that complete a character begun
-        earlier (a forced run may start inside one) greedily over the vocabulary, the rest by
-        :meth:`encode`; a character cut at the end is left out (the ids cover a prefix of `data`)."""
-        head = 0
-        while head < len(data) and head < 3 and (data[head] & 0xC0) == 0x80:
-            head += 1
-        end = len(data)
-        for back in range(1, min(4, end - head) + 1):
-            b = data[end - back]
-            if b >= 0xC0:  # a lead byte: is its character complete?
-                if back < (2 if b < 0xE0 else 3 if b < 0xF0 else 4):
-                    end -= back
-                break
-            if b < 0x80:
-                break
-        ids = self._encoder.greedy(data[:head]) if head else []
-        if end > head:
-            ids += self.encode(data[head:end].decode("utf-8"))
-        return ids
+        """Token ids of `data` (see :meth:`TokenEncoder.encode_bytes`)."""
+        return self._encoder.encode_bytes(data)
 
     def encode_prompt(self, text: str) -> list[int]:
         """A prompt's token ids: the tokenizer's special tokens written in it (a chat template's
@@ -345,7 +328,7 @@ class CopyEditor:
         try:
             program = fmt.parse(script)
         except ProgramError:
-            if instruction and _parses(instruction.removeprefix(PROGRAM_START)):
+            if instruction and _parses(fmt, instruction.removeprefix(PROGRAM_START)):
                 raise ParameterError("execute(document, program_text, instruction): the program comes second and "
                                      "the instruction third; these look swapped (the third argument is a "
                                      "program, the second is not)") from None
@@ -362,9 +345,9 @@ class CopyEditor:
         return result
 
 
-def _parses(text: str) -> bool:
+def _parses(fmt, text: str) -> bool:
     try:
-        parse_program(text)
+        fmt.parse(text)
     except ProgramError:
         return False
     return True
@@ -425,8 +408,6 @@ class _EditRun:
                 mask = self.editor.open_mask()
                 if self.constrained:
                     mask, forced = self.grammar_mask()
-                    if not forced:
-                        forced = self.document_forced()
                     if forced:
                         yield from self.fast_forward(forced)
                         continue
@@ -478,33 +459,13 @@ class _EditRun:
         self.stats.prompt_s = time.perf_counter() - self.started
 
     def grammar_mask(self) -> tuple[np.ndarray, list[int]]:
-        """The tokens the grammar allows next, and the run of tokens it forces from here (may be empty)."""
+        """The tokens the grammar allows next, and the run of tokens the grammar or the document forces
+        from here (may be empty; see :func:`~cad_outlines.decoding.program_trackers.forced_run`)."""
         t0 = time.perf_counter()
         mask = self.matcher.allowed_mask()
-        forced = self.matcher.forced_tokens(self.editor.encode, mask=mask)
+        forced = forced_run(self.matcher, self.tracker, self.editor._encoder, mask)
         self.stats.mask_s += time.perf_counter() - t0
         return mask, forced
-
-    def document_forced(self) -> list[int]:
-        """The tokens of the bytes the document forces (search text once one candidate is left): as far
-        as the grammar accepts them, without a last token that a longer token legal under both could
-        replace (so the model keeps its own tokenization where the run ends)."""
-        t0 = time.perf_counter()
-        data = self.tracker.forced_bytes()
-        ids = self.editor.encode_bytes(data) if data else []
-        ids = ids[: self.matcher.validate(ids)] if ids else ids
-        if ids:
-            vocab = self.editor.vocab
-            probe = self.matcher.fork()
-            probe.advance_many(ids[:-1])
-            allowed = probe.allowed_mask()
-            before = b"".join(vocab.token_bytes[t] for t in ids[:-1])
-            for t in self.grammar.tokens_extending(vocab.token_bytes[ids[-1]]).tolist():
-                if allowed[t] and self.tracker.allows(before + vocab.token_bytes[t]):
-                    ids.pop()
-                    break
-        self.stats.mask_s += time.perf_counter() - t0
-        return ids
 
     def fast_forward(self, forced: list[int]) -> list[EditEvent]:
         """Forced tokens (and the lines of a copy they close) into the program; they enter the cache with

@@ -26,8 +26,8 @@ from . import apply_patch, search_replace, str_replace, udiff
 from .hunks import Hunk, HunkProgram, InexpressibleEditError, MatchError
 from .str_replace import StrReplace
 
-__all__ = ["EDIT_FORMATS", "EditFormat", "get_format", "oracle_text", "apply_format", "Hunk", "HunkProgram",
-           "StrReplace", "MatchError", "InexpressibleEditError"]
+__all__ = ["EDIT_FORMATS", "EditFormat", "get_format", "oracle_text", "apply_format", "program_in_answer", "Hunk",
+           "HunkProgram", "StrReplace", "MatchError", "InexpressibleEditError"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +105,43 @@ def apply_format(text: str, document: str, format: str = "copy") -> str:
     """The new document from program text in `format` (what the model wrote after the header)."""
     fmt = get_format(format)
     return fmt.apply(fmt.parse(text), document)
+
+
+_STARTS = {"search_replace": (search_replace.SEARCH,), "udiff": (udiff.HUNK_HEADER, "@@"),
+           "apply_patch": ("@@",), "str_replace": ('{"old_str"', '{"command"')}
+
+
+def program_in_answer(answer: str, format: str) -> str:
+    """The program text of a diff-style format in a model's whole answer: from the first line that
+    starts the format's program (a SEARCH marker, an ``@@`` line, a JSON call) on, without code-fence
+    lines, the headers the prompt already gave (``--- ``/``+++ `` file lines, ``*** Begin Patch``,
+    ``*** Update File:``) and text after the program's end (its closing fence, apply_patch's
+    ``*** End Patch``); a last line without its newline gets one. The text comes back as it is
+    where no program start is found (the parser then says what is wrong)."""
+    fmt = get_format(format)
+    if fmt.name == "copy":
+        raise ValueError("a copy program is read from an answer by cad_outlines.edits.answers.extract_program")
+    lines = answer.splitlines(keepends=True)
+    starts = _STARTS[fmt.name]
+    first = next((i for i, line in enumerate(lines) if line.startswith(starts)), None)
+    if first is None:
+        return answer
+    fenced = sum(line.startswith("```") for line in lines[:first]) % 2 == 1  # inside an open fence
+    keep = []
+    for line in lines[first:]:
+        if line.startswith("```"):
+            if fenced:
+                break  # a fenced program ends at its closing fence
+            continue
+        if fmt.name == "udiff" and line.startswith(("--- ", "+++ ")) and not keep:
+            continue
+        if fmt.name == "apply_patch" and line.startswith((apply_patch.BEGIN, apply_patch.UPDATE)):
+            continue
+        keep.append(line)
+        if fmt.name == "apply_patch" and line.rstrip("\n") == apply_patch.END:
+            keep[-1] = apply_patch.END
+            break
+    text = "".join(keep)
+    if fmt.name != "apply_patch" and text and not text.endswith("\n"):
+        text += "\n"  # an answer's last line may lack its newline
+    return text

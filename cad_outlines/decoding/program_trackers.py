@@ -1,6 +1,7 @@
-"""What the decode loop (:mod:`.copy_decode`) knows of the program being written, per edit format: the
-events it completes, the document's constraint on the next token beside the grammar, the bytes the
-document forces, and the result when the run ends.
+"""What a decode loop knows of the program being written, per edit format: the events it completes,
+the document's constraint on the next token beside the grammar, the bytes the document forces, and
+the result when the run ends. Shared by the in-process loop
+(:mod:`cad_outlines.generators.copy_decode`) and the served one (:mod:`cad_outlines.serving.editing`).
 
 - :class:`CopyTracker` (``copy``): the streaming resolver, and the line-span constraint of copy ops
   (:mod:`~cad_outlines.decoding.spans`); a copy event's lines are prefilled by the loop.
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decoding.document_constraint import DocumentConstraint
-from ..decoding.results import EditEvent, resolver_events
-from ..decoding.spans import SpanConstraint
+from .document_constraint import DocumentConstraint
+from .encoding import TokenEncoder
+from .results import EditEvent, resolver_events
+from .spans import SpanConstraint
 from ..edits.formats import get_format
 from ..edits.lines import split_lines
 from ..edits.program import COPY_OPEN, PROGRAM_START
 from ..edits.resolve import StreamingResolver, resolve
+from ..engine.matcher import Matcher
 from ..engine.vocabulary import Vocabulary
 from ..errors import ProgramError
 
-__all__ = ["CopyTracker", "HunkTracker", "tracker_for"]
+__all__ = ["CopyTracker", "HunkTracker", "tracker_for", "forced_run"]
 
 
 class CopyTracker:
@@ -71,8 +74,15 @@ class CopyTracker:
     def forced_bytes(self) -> bytes:
         return b""
 
+    def eos_ok(self) -> bool:
+        """A copy program ends with ``</program>``, never with EOS."""
+        return False
+
     def allows(self, data: bytes) -> bool:
         return True
+
+    def any_allowed(self, prefix: bytes, ids: np.ndarray) -> bool:
+        return len(ids) > 0
 
     def in_free_text(self) -> bool:
         """Inside a gen body (where speculative drafts go)."""
@@ -133,8 +143,20 @@ class HunkTracker:
     def forced_bytes(self) -> bytes:
         return self.constraint.forced_bytes()
 
+    def eos_ok(self) -> bool:
+        """Whether the program may end here (every hunk applies)."""
+        return self.constraint is None or self.constraint.eos_ok()
+
     def allows(self, data: bytes) -> bool:
         return self.constraint.allows(data)
+
+    def any_allowed(self, prefix: bytes, ids: np.ndarray) -> bool:
+        """Whether the document allows one of the tokens `ids` after `prefix`."""
+        probe = self.constraint.fork()
+        if not probe.allows(prefix):
+            return False
+        probe.feed(prefix)
+        return bool(probe.mask()[ids].any())
 
     def in_free_text(self) -> bool:
         return False
@@ -165,3 +187,30 @@ def tracker_for(format: str, document: str, vocab: Vocabulary, *, constrained: b
         return CopyTracker(document, monotonic=monotonic, constrained=constrained, token_text=token_text,
                            lt_tokens=lt_tokens)
     return HunkTracker(format, document, vocab, constrained=constrained)
+
+
+def forced_run(matcher: Matcher, tracker: CopyTracker | HunkTracker, encoder: TokenEncoder,
+               mask: np.ndarray | None = None) -> list[int]:
+    """The tokens to fast-forward from here, as every loop (in process, served, and a script's
+    tokenization) takes them: the grammar's forced run if there is one (`mask`: this state's grammar
+    mask, if the caller has it), else the document's (search text once one candidate is left),
+    encoded as the loops encode text, as far as the grammar accepts them, and without a last token
+    that a longer token legal under both could replace (so the model keeps its own tokenization
+    where the run ends)."""
+    forced = matcher.forced_tokens(encoder.encode, mask=mask)
+    if forced:
+        return forced
+    data = tracker.forced_bytes()
+    if not data:
+        return []
+    ids = encoder.encode_bytes(data)
+    ids = ids[: matcher.validate(ids)] if ids else ids
+    if ids:
+        grammar = matcher.grammar
+        probe = matcher.fork()
+        probe.advance_many(ids[:-1])
+        longer = grammar.tokens_extending(grammar.token_bytes(ids[-1]))
+        longer = longer[probe.allowed_mask()[longer]]
+        if len(longer) and tracker.any_allowed(b"".join(grammar.token_bytes(t) for t in ids[:-1]), longer):
+            ids.pop()
+    return ids

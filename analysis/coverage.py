@@ -107,8 +107,9 @@ def read_kernel_curves(path: str | Path, select: str | None = None) -> dict[str,
 class Cost:
     """One way of writing edits (regeneration, the CaD program, an edit format), summed over the
     cases it can write: output tokens, the CaD program's tokens on the same cases and the cases
-    where it is shorter; with a schedule (:class:`Scheduler`), the tokens the model chose under
-    its constraint (the rest forced) and the forwards after the prompt, else None."""
+    where it is shorter; with a tracer (:class:`~analysis.format_costs.Tracer`), the tokens the
+    model chooses under its constraint (the rest forced; the end token included where the model
+    chooses it) and the forwards after the prompt, else None."""
 
     cases: int = 0
     tokens: int = 0
@@ -124,37 +125,6 @@ class Cost:
         for key in ("chosen", "forwards"):  # None once any case has none
             mine, theirs = getattr(self, key), getattr(other, key)
             setattr(self, key, theirs if first else None if mine is None or theirs is None else mine + theirs)
-
-
-class Scheduler:
-    """What a teacher-forced run of a program does, without its costs: the tokens the model
-    chooses (the rest forced by the grammar and, for an edit format, the document constraint) and
-    the forwards after the prompt, read from ``CopyEditor.execute`` with a one-layer random model of
-    the tokenizer's vocabulary and a one-token prompt (neither changes what is chosen or forced)."""
-
-    PROMPT = "Document:"
-    CONFIG = dict(vocab_size=151936, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
-                  num_key_value_heads=1, intermediate_size=16, max_position_embeddings=1 << 24)
-
-    def __init__(self, tokenizer_file: Path):
-        import torch
-        from transformers import PreTrainedTokenizerFast
-
-        from cad_outlines.generators.copy_decode import CopyEditor
-
-        from .kernel import CONFIGS, build_model
-
-        torch.set_num_threads(1)
-        tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file))
-        config = dict(CONFIGS["tiny"], **self.CONFIG)
-        config["vocab_size"] = max(config["vocab_size"], len(tokenizer))
-        self.editor = CopyEditor(build_model(config, "fp32", "cpu", seed=0), tokenizer)
-
-    def __call__(self, before: str, program_text: str, format: str = "copy") -> tuple[int, int]:
-        """(tokens chosen, forwards after the prompt) of `program_text` (without ``<program>``)."""
-        kwargs = {} if format == "copy" else {"format": format}
-        stats = self.editor.execute(before, program_text, prompt=self.PROMPT, **kwargs).stats
-        return stats.generated_tokens, stats.total_forwards - stats.forwards["prompt"]
 
 
 @dataclass
@@ -193,11 +163,11 @@ class Tally:
                      for gen in (self.program_tokens, self.content_tokens))
 
 
-def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] = (),
-               schedule: Scheduler | None = None) -> Tally:
+def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] = (), trace=None) -> Tally:
     """Coverage and cost counts of one case (its max-copy oracle program, real tokens), and what
     regeneration, the CaD program and the oracle program in each of `formats` (analysis.formats)
-    cost; with `schedule`, the tokens each chooses and its forwards too."""
+    cost; with `trace` (a :class:`~analysis.format_costs.Tracer`), the tokens each chooses and its
+    forwards too."""
     count = lambda text: len(encode(text)[0])  # noqa: E731
     program = oracle_program(before, after, count_tokens=count)
     out_ids, offsets = encode(after)
@@ -206,12 +176,13 @@ def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] 
     lines = split_lines(before)
     program_tokens = count(program.to_text(header=False))
     programs = {"copy": program.to_text(header=False), **format_programs(before, after, list(formats))}
-    costs = {"regen": Cost(1, len(out_ids), program_tokens, 0, len(out_ids), len(out_ids))}
+    # regeneration: every token and the end token chosen, a forward per token (the last predicts the end)
+    costs = {"regen": Cost(1, len(out_ids), program_tokens, 0, len(out_ids) + 1, len(out_ids))}
     for name, text in programs.items():
         if text is None:  # a line format cannot write a change of the final newline alone
             continue
         n = count(text)
-        chosen, forwards = schedule(before, text, name) if schedule else (None, None)
+        chosen, forwards = trace(before, text, name) if trace else (None, None)
         costs[name] = Cost(1, n, program_tokens, int(n < program_tokens), chosen, forwards)
     return Tally(
         cases=1,
@@ -259,7 +230,7 @@ def format_table(tallies: dict[str, Tally]) -> str:
     """What each way of writing the edits costs, per report row: regeneration, the CaD program
     and each edit format's oracle program: output tokens, against the CaD program on the same cases
     (a line format cannot write a change of the final newline alone), the share of cases where it
-    is shorter; with a schedule, the tokens chosen under the constraint (unconstrained: all) and
+    is shorter; with a trace, the tokens chosen under the constraint (unconstrained: all) and
     the forwards after the prompt, constrained and unconstrained (one per token)."""
     rows = []
     for group, t in tallies.items():
@@ -338,13 +309,12 @@ def add_arguments(parser) -> None:
                              "(default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
     add_format_argument(parser)
-    parser.add_argument("--no-schedule", action="store_true",
-                        help="skip the tokens chosen and forwards of each way of writing the edit (a teacher-forced "
-                             "run of every program with a one-layer model: about a second per case and format on "
-                             "long files)")
+    parser.add_argument("--no-trace", action="store_true",
+                        help="skip the tokens chosen and forwards of each way of writing the edit (a model-free "
+                             "teacher-forced trace of every program under its constraint)")
 
 
-def format_section(table: str, scheduled: bool) -> str:
+def format_section(table: str, traced: bool) -> str:
     """The report's section on what each way of writing the edits costs."""
     return ("**Edit formats** (`docs/edit_formats.md`): output tokens of full regeneration, the CaD program and "
             "each format's oracle program (minimal hunks, old lines widened until unique in the file; tokenized as "
@@ -352,11 +322,12 @@ def format_section(table: str, scheduled: bool) -> str:
             "write (a line format cannot write a change of the final newline alone), and the share of those cases "
             "where it is shorter. "
             + ("Tokens chosen: the tokens the model decides under the grammar and, for a format, the document "
-               "constraint (the rest are forced, e.g. a search line once its prefix is unique); forwards: after the "
-               "prompt, constrained (forced runs and copies one forward each) and unconstrained (one per token, "
-               "the forward that predicts the end included for regeneration). Both from a teacher-forced run of "
-               "each program (`CopyEditor.execute`, a one-layer random model: the counts do not depend on the "
-               "weights). " if scheduled else "No schedule (`--no-schedule`): tokens chosen and forwards not "
+               "constraint, the end token included where the model chooses it (the rest are forced, e.g. a search "
+               "line once its prefix is unique; regeneration and unconstrained runs choose every token and the "
+               "end); forwards after the prompt: constrained, a chosen token, the forced run after it and a copy's "
+               "lines share one; unconstrained, one per token (the last one predicts the end). Both from the "
+               "model-free trace of each program under its constraint (`analysis.format_costs`, the decode loop's "
+               "masks and forced runs). " if traced else "No trace (`--no-trace`): tokens chosen and forwards not "
                "counted. ")
             + "The CaD prompt holds the numbered document, the others the plain one (all cases of the row).\n\n"
             + table + "\n\n")
@@ -386,10 +357,11 @@ def by_changed_fraction(points: list[tuple[int, float, float]]) -> str:
 def run(args) -> int:
     tok_name, encode = load_encoder(args.tokenizer)
     formats = parse_formats(args.formats)
-    schedule = None
-    if not args.no_schedule and args.tokenizer != "approx":
-        path = Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5"
-        schedule = Scheduler(path / "tokenizer.json" if path.is_dir() else path)
+    trace = None
+    if not args.no_trace and args.tokenizer != "approx":
+        from .format_costs import Tracer
+
+        trace = Tracer(Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5")
     curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
     if not curves:
         print(f"no kernel CSV at {args.kernel_csv}: bound columns say {NO_CSV!r}")
@@ -404,7 +376,7 @@ def run(args) -> int:
         cases = sample_by_bucket(corpus, args.limit, f"{args.seed}:{corpus.name}") if corpus.bucketed else corpus
         sizes[corpus.name] = f"{len(cases)} of {len(corpus)}"
         for case in cases:
-            one = case_tally(case.before, case.after, encode, formats, schedule)
+            one = case_tally(case.before, case.after, encode, formats, trace)
             tally.add(one)
             if corpus.bucketed:
                 by_bucket[length_bucket(case.lines_before)].add(one)
@@ -455,7 +427,7 @@ free, for comparison with bounds that ignore them). {kernel}
 
 {cost}
 
-{format_section(by_format, schedule is not None)}**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
+{format_section(by_format, trace is not None)}**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
 
 {hist}
 
@@ -468,7 +440,7 @@ free, for comparison with bounds that ignore them). {kernel}
                                                                                         getattr(args, k))]
     if args.limit is not None:
         extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
-    extra += format_argv(formats)
+    extra += format_argv(formats) + (["--no-trace"] if args.no_trace else [])
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
     path = write_report(out, name, "Copy ceiling and wall-clock bound", body,

@@ -118,6 +118,37 @@ def _search_lines(fmt: str, program) -> tuple[int, list[str]]:
     return len(lines), lines
 
 
+class Tracer:
+    """:func:`trace_program` with one tokenizer (a folder, or a tokenizer.json in one) and each
+    format's grammar compiled for it on first use: ``tracer(document, text, fmt)`` -> (decisions,
+    forwards); its :attr:`encoder` and :meth:`grammar` for callers that want the whole trace."""
+
+    def __init__(self, path):
+        from pathlib import Path
+
+        from transformers import AutoTokenizer
+
+        from cad_outlines.engine.vocabulary import Vocabulary
+
+        path = Path(path)
+        path = path.parent if path.name == "tokenizer.json" else path
+        self.vocab = Vocabulary.from_tokenizer(str(path))
+        self.encoder = TokenEncoder(AutoTokenizer.from_pretrained(str(path)), self.vocab)
+        self._grammars: dict = {}
+
+    def grammar(self, fmt: str):
+        if fmt not in self._grammars:
+            self._grammars[fmt] = compile_grammar(grammar_path(get_format(fmt).grammar), self.vocab, progress=None)
+        return self._grammars[fmt]
+
+    def trace(self, fmt: str, document: str, text: str) -> Trace:
+        return trace_program(fmt, document, text, self.grammar(fmt), self.encoder)
+
+    def __call__(self, document: str, text: str, fmt: str) -> tuple[int, int]:
+        tr = self.trace(fmt, document, text)
+        return tr.decisions, tr.forwards
+
+
 @dataclass
 class Tally:
     cases: int = 0
@@ -140,18 +171,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from transformers import AutoTokenizer
-
-    from cad_outlines.engine.vocabulary import Vocabulary
-
     path = args.tokenizer or str(shared_data_dir() / "tokenizers" / "qwen2.5")
-    tok = AutoTokenizer.from_pretrained(path)
-    vocab = Vocabulary.from_tokenizer(path)
-    encoder = TokenEncoder(tok, vocab)
+    tracer = Tracer(path)
+    encoder = tracer.encoder
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     for f in formats:
-        get_format(f)
-    grammars = {f: compile_grammar(grammar_path(get_format(f).grammar), vocab, progress=None) for f in formats}
+        tracer.grammar(f)
     tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
     cases = [c for corpus in corpora_from_args(args, DEFAULT) for c in corpus]
     if args.per_bucket:
@@ -167,7 +192,7 @@ def run(args) -> int:
                 tallies[(f, bucket)].inexpressible += 1
                 continue
             text = fmt.render(program)
-            tr = trace_program(f, case.before, text, grammars[f], encoder)
+            tr = tracer.trace(f, case.before, text)
             tr.search_lines, lines = _search_lines(f, program)
             tr.search_tokens = sum(len(encoder.encode(line + "\n")) for line in lines)
             tallies[(f, bucket)].add(tr)

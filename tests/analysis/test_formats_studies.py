@@ -53,6 +53,14 @@ def test_coverage_counts_each_format_against_the_cad_program(data_dir, tmp_path)
     pooled.add(one)
     assert {k: c.tokens for k, c in pooled.costs.items()} == {k: 2 * c.tokens for k, c in one.costs.items()}
     assert pooled.costs["regen"].forwards == 2 * one.costs["regen"].forwards and pooled.costs["udiff"].chosen is None
+    from analysis.format_costs import Tracer
+
+    tracer = Tracer(data_dir / "tokenizers/qwen2.5")
+    traced = coverage.case_tally(BEFORE, AFTER, encode, ["udiff"], tracer)
+    udiff = format_programs(BEFORE, AFTER, ["udiff"])["udiff"]
+    assert (traced.costs["udiff"].chosen, traced.costs["udiff"].forwards) == tracer(BEFORE, udiff, "udiff")
+    assert traced.costs["udiff"].chosen < traced.costs["udiff"].tokens  # search text forced once unique
+    assert traced.costs["regen"].chosen == traced.costs["regen"].tokens + 1  # every token, and the end
     table = coverage.format_table({"pooled": pooled})
     assert "| pooled | unified diff | 2 |" in table
 
@@ -60,8 +68,8 @@ def test_coverage_counts_each_format_against_the_cad_program(data_dir, tmp_path)
     corpus.write_text(json.dumps({"before": BEFORE, "after": AFTER}) + "\n")
     parser = argparse.ArgumentParser()
     coverage.add_arguments(parser)
-    args = parser.parse_args(["--jsonl", str(corpus), "--formats", "udiff", "--out-dir", str(tmp_path)])
+    args = parser.parse_args(["--jsonl", str(corpus), "--formats", "udiff", "--no-trace", "--out-dir", str(tmp_path)])
     assert coverage.run(args) == 0
     text = (tmp_path / "coverage.md").read_text()
     assert "**Edit formats**" in text and "| unified diff |" in text and "search/replace" not in text
-    assert "--formats udiff" in text
+    assert "--formats udiff" in text and "No trace" in text

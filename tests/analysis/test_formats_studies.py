@@ -73,3 +73,19 @@ def test_coverage_counts_each_format_against_the_cad_program(data_dir, tmp_path)
     text = (tmp_path / "coverage.md").read_text()
     assert "**Edit formats**" in text and "| unified diff |" in text and "search/replace" not in text
     assert "--formats udiff" in text and "No trace" in text
+
+
+def test_serving_targets_pick_the_fastest_format_that_wrote_every_edit():
+    from analysis.serving import MethodResult, format_targets, label
+
+    def result(method, makespan, edits=4):
+        return MethodResult(method, makespan, [makespan] * edits, 100, 0, 50, 20, edits)
+
+    results = [result("regen", 50.0), result("cad", 20.0), result("udiff", 12.0), result("udiff_free", 15.0),
+               result("search_replace", 5.0, edits=3), result("search_replace_free", 9.0, edits=3)]
+    lines = format_targets(results)
+    assert label("udiff") in lines[2] and "<= CaD's met" in lines[2] and "<= unconstrained met" in lines[2]
+    slow = [r if r.method != "udiff" else result("udiff", 30.0) for r in results]
+    line = format_targets(slow)[2]
+    assert label("udiff") in line and "<= CaD's missed" in line and "<= unconstrained missed" in line
+    assert format_targets([result("regen", 1.0), result("cad", 1.0)]) == []  # no format ran

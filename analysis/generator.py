@@ -35,8 +35,9 @@ shapes, not weight values). Per case, on one model and KV cache:
 * each edit format of ``--formats`` (search/replace, unified diff, apply_patch, str_replace;
   ``analysis.formats``): its oracle program (minimal hunks, old lines widened until unique)
   from the format's own prompt (its instructions and the plain document), ``F``: constrained,
-  ``CopyEditor.execute(..., format=F)`` (grammar and document constraint at every step; forced
-  runs, such as the rest of a search line once its prefix is unique, one forward each), and
+  ``CopyEditor.execute(..., format=F)`` (grammar and document constraint at every step; a forced
+  run, such as the rest of a search line once its prefix is unique, enters the KV cache in the
+  forward of the chosen token before it), and
   ``F_free``: unconstrained, the same tokens one forward each with no mask, then applied by the
   format's applier. Both start from the same prompt, prefilled once.
 
@@ -920,8 +921,9 @@ def run(args) -> int:
 **Edit formats** ({", ".join(FORMAT_LABELS[f] for f in formats)}; `docs/edit_formats.md`), beside
 regeneration and CaD. Each format's oracle program (minimal hunks, old lines widened until unique) runs
 twice from the format's own prompt (its instructions and the plain document), prefilled once for both:
-constrained (`CopyEditor.execute(..., format=F)`: the grammar and the document constraint at every step,
-forced runs, such as search text once its prefix is unique, fed in one forward each) and unconstrained
+constrained (`CopyEditor.execute(..., format=F)`: the grammar and the document constraint at every step;
+a forced run, such as search text once its prefix is unique, shares the forward of the chosen token before
+it) and unconstrained
 (`constrained=False`: the same tokens one forward each, no mask, then applied by the format's applier).
 "Tokens chosen" are the model's decisions (the rest were forced); for regeneration and the unconstrained
 runs, every token:
@@ -986,7 +988,8 @@ Per case, against document length and the changed fraction of its lines:
         except ValueError:
             pass
         extra += ["--kernel-csv", str(csv_path)]
-    path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode", body,
+    path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode"
+                        + (", edit formats" if formats else ""), body,
                         shlex.join(["cad-outlines", "study", "generator", *corpus_argv(args), *extra]))
     print(f"wrote {path}")
     return 0

@@ -481,9 +481,14 @@ def run(args) -> int:
     all_cases = {n: sample_cases(n, args.seed, fits, chosen) for n in sizes}
     results: dict[int, list[MethodResult]] = {n: [] for n in sizes}
     formats = parse_formats(args.formats)
-    # each format's oracle programs, on the cases it can write (a line format cannot write a final-newline change)
-    format_jobs = {(n, f): [(c, p[f]) for c in all_cases[n] for p in [format_programs(c.before, c.after, [f])]
-                            if p[f] is not None] for n in sizes for f in formats}
+    # (edits, format) -> [(case, oracle program)] on the cases the format can write (a line format cannot write
+    # a change of the final newline alone)
+    format_jobs: dict[tuple[int, str], list] = {}
+    for n in sizes:
+        for c in all_cases[n]:
+            for f, text in format_programs(c.before, c.after, formats).items():
+                if text is not None:
+                    format_jobs.setdefault((n, f), []).append((c, text))
     if {"regen", *CAD_METHODS} & set(methods) or formats:
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
         editor = ServedEditor.from_llm(llm)
@@ -502,7 +507,7 @@ def run(args) -> int:
                 llm.reset_prefix_cache()
                 print(f"{n} edits: {method}", flush=True)
                 fmt = method.removesuffix("_free")
-                if fmt in formats and not format_jobs[n, fmt]:
+                if fmt in formats and (n, fmt) not in format_jobs:
                     print("  no case this format can write", flush=True)
                     continue
                 if fmt in formats:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ...errors import IncompleteProgramError, ProgramError
 
 __all__ = ["Hunk", "HunkProgram", "MatchError", "InexpressibleEditError", "DocumentLines", "locate_hunks",
-           "apply_line_hunks", "line_bodies", "check_complete"]
+           "apply_line_hunks", "apply_line_program", "line_bodies", "check_complete"]
 
 
 class MatchError(ProgramError):
@@ -210,3 +210,11 @@ def apply_line_hunks(document: str, hunks: Sequence[Hunk], empty_old: str) -> st
     if not out:
         return ""
     return "\n".join(out) + ("\n" if doc.terminated else "")
+
+
+def apply_line_program(program, document: str, parse, empty_old: str) -> str:
+    """A line format's applier: `program` (a :class:`HunkProgram`, or its text, read with `parse`)
+    applied to `document`."""
+    if isinstance(program, str):
+        program = parse(program)
+    return apply_line_hunks(document, program.hunks, empty_old)

@@ -19,10 +19,10 @@ from ..grammars import grammar_source
 from ..limits import Limits, check_deadline, check_limit, enforcing
 from .compiled_grammar import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
-from .store.flat_grammar import FlatFileError, FlatGrammar, flatten_lazy, lazy_lexer_arrays
+from .store.flat_grammar import FlatFileError, FlatGrammar, lazy_flat, lazy_lexer_arrays
 from .frontend.grammar_checks import check_language, missing_start_error
 from .frontend.grammar_load import LoadedGrammar, load_rules, postlexer
-from .frontend.lalr import parse_tables
+from .frontend.lalr import parse_tables, parse_tables_of
 from .store.grammar_analysis import GrammarAnalysis, LRGame
 from .store.lexer import ConfigTable, Lexer, LexerSpec
 from .store.mask_store import MaskStore
@@ -37,7 +37,7 @@ __all__ = ["load_lark", "compile_grammar", "compile_json_schema", "wait_for_cach
 
 FORMAT_VERSION = "2"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
-FLAT_VERSION = "3"  # bump whenever the flat arrays (flat_grammar.py) change
+FLAT_VERSION = "4"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
 
 
@@ -164,7 +164,7 @@ def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
     fpath = cached_path(grammar, vocab, lazy=lazy, cache=cache, start=start, import_paths=import_paths,
                         postlex=postlex, streamline=streamline)
 
-    def phases(prof: CompileProfile) -> _Phases:
+    def phases(prof: CompileProfile, lazy: bool = False) -> _Phases:
         lk, start_, spec, tables, indenter = _grammar_phases(grammar, start, import_paths, postlex, prof)
         return _Phases(lk, start_, spec, tables, indenter, grammar_fingerprint(lk))
 
@@ -175,14 +175,17 @@ def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | Non
 @dataclass
 class _Phases:
     """What a front end hands the later stages: the rules (for the analyses), the start rule, the
-    lexer's spec, the parse tables, the indenter (or None) and the grammar's content hash."""
+    lexer's spec, the parse tables, the indenter (or None) and the grammar's content hash. A front
+    end asked for a lazy grammar (``phases(profile, lazy=True)``) may hand the lexer's flat arrays
+    instead of its spec (``lexer``: :func:`~.store.flat_grammar.dfa_automaton_arrays`)."""
 
     lk: object
     start: str
-    spec: LexerSpec
+    spec: LexerSpec | None
     tables: object
     indenter: IndentTracker | None
     fingerprint: str
+    lexer: tuple[dict, dict] | None = None
 
 
 def _compile(fpath: Path | None, vocab: Vocabulary, phases, *, cache: bool | str | Path, progress: bool,
@@ -214,10 +217,10 @@ def _compile(fpath: Path | None, vocab: Vocabulary, phases, *, cache: bool | str
     if lazy:
         prof.start(progress, planned=len(LAZY_PHASES))
         try:
-            g, lexer = _compile_lazy(vocab, phases, profile=prof)
+            ph, lexer = _compile_lazy(vocab, phases, profile=prof)
             with prof.phase("flat arrays"):
-                flat = flatten_lazy(g, lexer)
-                flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=g.grammar_hash)
+                flat = lazy_flat(ph.tables, ph.indenter, vocab, lexer)
+                flat.meta.update(vocab_hash=vocab.content_hash, grammar_hash=ph.fingerprint)
             check_limit("max_cache_file_bytes", flat.nbytes, "compiled grammar file")
             if fpath is not None:  # the grammar is usable now; its cache file is written beside
                 _save_in_background(flat, fpath)
@@ -303,18 +306,21 @@ def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postle
     return lk, start, spec, tables, IndentTracker.from_postlex(pl) if pl is not None else None
 
 
-def _compile_lazy(vocab: Vocabulary, phases, *, profile: CompileProfile) -> tuple[CompiledGrammar, tuple[dict, dict]]:
-    """The grammar-only phases: (objects without a store or lexer configurations, the
-    lexer's arrays with its byte automaton), for :func:`~.flat_grammar.flatten_lazy`."""
+def _compile_lazy(vocab: Vocabulary, phases, *, profile: CompileProfile) -> tuple[_Phases, tuple[dict, dict]]:
+    """The grammar-only phases: (the front end's :class:`_Phases`, the lexer's arrays with its byte
+    automaton), for :func:`~.flat_grammar.lazy_flat`."""
     prof = profile
-    ph = phases(prof)
-    g = CompiledGrammar(vocab, Lexer(ph.spec), None, ph.tables, ph.indenter, ph.fingerprint, streamlined=False)
-    with prof.phase("lexer configurations"):
-        lexer = lazy_lexer_arrays(g)
-        check_limit("max_lexer_configs", len(lexer[0]["c_owner"]), "lexer")
-        note = f"{len(lexer[0]['c_owner']):,} configs, {len(lexer[0]['a_nxt']):,} byte edges"
-    prof.phases[-1].note = note
-    return g, lexer
+    ph = phases(prof, lazy=True)
+    lexer = ph.lexer
+    if lexer is None:
+        with prof.phase("lexer configurations"):
+            g = CompiledGrammar(vocab, Lexer(ph.spec), None, ph.tables, ph.indenter, ph.fingerprint, streamlined=False)
+            lexer = lazy_lexer_arrays(g)
+    check_limit("max_lexer_configs", len(lexer[0]["c_owner"]), "lexer")
+    for p in prof.phases:
+        if p.name == "lexer configurations":
+            p.note = f"{len(lexer[0]['c_owner']):,} configs, {len(lexer[0]['a_nxt']):,} byte edges"
+    return ph, lexer
 
 
 def _compile_objects(vocab: Vocabulary, phases, *, folder: Path | None, progress: bool, streamline: bool,
@@ -515,22 +521,30 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
         folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
         fpath = None if folder is None else folder / f"{'lazy' if lazy else 'flat'}-schema-{key}.bin"
 
-        def phases(prof: CompileProfile) -> _Phases:
+        def phases(prof: CompileProfile, lazy: bool = False) -> _Phases:
             from .frontend.grammar_load import LoadedGrammar, LoadOptions
+            from .store.flat_grammar import dfa_automaton_arrays
             from .store.lexer import lexer_spec_from_dfas
 
             with prof.phase("lark load"):  # the schema's rules, written directly
                 sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of)
-            with prof.phase("terminal DFAs"):
-                spec = lexer_spec_from_dfas(sg.terminals)
+            spec = lexer = None
+            if lazy:  # the lexer's arrays and byte automaton straight from the terminal DFAs
+                with prof.phase("lexer configurations"):
+                    lexer = dfa_automaton_arrays(sg.terminals)
+            else:
+                with prof.phase("terminal DFAs"):
+                    spec = lexer_spec_from_dfas(sg.terminals)
             with prof.phase("parse tables"):
-                tables = parse_tables(sg.rules, sg.start)
+                tables = parse_tables_of(sg.rule_list, {n for n, _ in sg.terminals}, sg.start)
                 if tables.shift_reduce:
                     raise SchemaError("anyOf", "", f"the schema's alternatives overlap in a way the LALR(1) parser "
                                       f"cannot decide ({tables.shift_reduce} shift/reduce conflicts)")
-            names = [type("T", (), {"name": n})() for n, _ in sg.terminals]
-            lk = LoadedGrammar(names, sg.rules, [], LoadOptions([sg.start]), None, text, "schema")
-            return _Phases(lk, sg.start, spec, tables, None, key)
+            lk = None
+            if not lazy:  # the rules as lark loads them, for the eager store's analyses
+                names = [type("T", (), {"name": n})() for n, _ in sg.terminals]
+                lk = LoadedGrammar(names, sg.rules, [], LoadOptions([sg.start]), None, text, "schema")
+            return _Phases(lk, sg.start, spec, tables, None, key, lexer)
 
         try:
             compiled = _compile(fpath, vocab, phases, cache=cache, progress=show_progress(progress),

@@ -1,5 +1,8 @@
 """Copy-as-Decode: an LLM writes an edit program under copy_edit.lark; each copy op enters
-the KV cache as ONE forward, and so does every run of grammar-forced tokens.
+the KV cache in ONE forward, and so does every run of grammar-forced tokens. With ``format=``
+the same loop runs the other edit formats (search/replace, udiff, apply_patch, str_replace:
+:mod:`cad_outlines.edits.formats`) under their grammars and the document constraint, search
+text forced once unique (:mod:`cad_outlines.decoding.document_constraint`).
 
 Boundaries (the choices this module makes):
 
@@ -10,8 +13,11 @@ Boundaries (the choices this module makes):
   token in the same forward; the model continues at an op boundary, having "seen" the
   copied text. ``copy_mode="skip"``: the copied text is not put in the context; the
   model sees only the tag, so a copy costs no forward of its own.
-- Forced text (e.g. ``opy lines="`` after ``<c``) is tokenized with the tokenizer and
-  fed in one forward, except a last token that a longer legal token could replace.
+- Forced text (e.g. ``opy lines="`` after ``<c``; search text the document forces) is
+  tokenized with the tokenizer, except a last token that a longer legal token could replace.
+- Forwards are lazy: a chosen token, the forced run after it and a copy's lines enter the
+  KV cache in ONE forward, when the next choice needs logits; nothing is forwarded after
+  the program's last token.
 - Line numbers: beyond the grammar, 1 <= i <= j <= n for the document (and with
   ``monotonic`` spans never go backwards).
 - ``max_new_tokens`` counts sampled tokens; a run cut off returns the partial program
@@ -205,10 +211,6 @@ class CopyEditor:
     def encode(self, text: str) -> list[int]:
         """Token ids whose bytes are exactly `text`'s (see :meth:`TokenEncoder.encode`)."""
         return self._encoder.encode(text)
-
-    def encode_bytes(self, data: bytes) -> list[int]:
-        """Token ids of `data` (see :meth:`TokenEncoder.encode_bytes`)."""
-        return self._encoder.encode_bytes(data)
 
     def encode_prompt(self, text: str) -> list[int]:
         """A prompt's token ids: the tokenizer's special tokens written in it (a chat template's
@@ -611,8 +613,8 @@ class _EditRun:
             return []
         pending = self.tracker.resolver.pending_text()
         t0 = time.perf_counter()
-        # room for the pending token and the draft
-        room = self.draft_len if self.limit is None else min(self.draft_len, self.limit - cache_len(self.cache) - 2)
+        # room for the draft after the pending chosen token
+        room = self.draft_len if self.limit is None else min(self.draft_len, self.limit - cache_len(self.cache) - 1)
         cand = self.lookup.propose(min(room, self.max_new_tokens - self.stats.generated_tokens))
         body = bytearray(pending[len(GEN_OPEN):].encode("utf-8"))
         for i, t in enumerate(cand):

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,74 +29,78 @@ public:
     }
     size_t size() const { return workers_.size() + 1; }
 
-    // The caller works too and returns as soon as every item is done: a worker that has
-    // not woken up by then is not waited for (it finds the job closed and goes back to sleep).
+    // The caller works too and returns as soon as every item is done. Each batch is a job of
+    // its own that workers hold while they look at it: a worker that wakes late (a loaded
+    // machine schedules it milliseconds later) finds every item taken and touches nothing the
+    // caller still owns, so the caller never waits for a worker that has not claimed an item.
     void run(size_t n, const std::function<void(size_t)>& fn) {
         std::lock_guard<std::mutex> one_batch_at_a_time(run_mu_);
+        auto job = std::make_shared<Job>();
+        job->fn = &fn;
+        job->n = n;
         {
             std::lock_guard<std::mutex> lk(mu_);
-            fn_ = &fn;
-            n_ = n;
-            next_.store(0);
-            done_.store(0);
-            error_ = nullptr;
-            open_ = true;
+            job_ = job;
             ++generation_;
         }
         cv_.notify_all();
-        work();
-        std::unique_lock<std::mutex> lk(mu_);
-        done_cv_.wait(lk, [this] { return done_.load() == n_ && active_ == 0; });
-        open_ = false;
-        fn_ = nullptr;
-        if (error_) std::rethrow_exception(error_);
+        work(*job);
+        {
+            std::unique_lock<std::mutex> lk(job->mu);
+            job->cv.wait(lk, [&] { return job->done.load() == n; });
+        }
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (job_ == job) job_.reset();
+        }
+        if (job->error) std::rethrow_exception(job->error);
     }
 
 private:
-    void work() {
+    struct Job {
+        const std::function<void(size_t)>* fn = nullptr;  // valid while an item is unclaimed or running
+        size_t n = 0;
+        std::atomic<size_t> next{0}, done{0};
+        std::mutex mu;
+        std::condition_variable cv;
+        std::exception_ptr error;
+    };
+    static void work(Job& job) {
         while (true) {
-            size_t i = next_.fetch_add(1);
-            if (i >= n_) return;
+            const size_t i = job.next.fetch_add(1);
+            if (i >= job.n) return;
             try {
-                (*fn_)(i);
+                (*job.fn)(i);
             } catch (...) {
-                std::lock_guard<std::mutex> lk(mu_);
-                if (!error_) error_ = std::current_exception();
+                std::lock_guard<std::mutex> lk(job.mu);
+                if (!job.error) job.error = std::current_exception();
             }
-            if (done_.fetch_add(1) + 1 == n_) {
-                std::lock_guard<std::mutex> lk(mu_);
-                done_cv_.notify_all();
+            if (job.done.fetch_add(1) + 1 == job.n) {
+                std::lock_guard<std::mutex> lk(job.mu);
+                job.cv.notify_all();
             }
         }
     }
     void loop() {
         uint64_t seen = 0;
         while (true) {
+            std::shared_ptr<Job> job;
             {
                 std::unique_lock<std::mutex> lk(mu_);
                 cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
                 if (stop_) return;
                 seen = generation_;
-                if (!open_) continue;  // that batch is already finished
-                ++active_;
+                job = job_;
             }
-            work();
-            {
-                std::lock_guard<std::mutex> lk(mu_);
-                --active_;
-                done_cv_.notify_all();
-            }
+            if (job) work(*job);
         }
     }
     std::vector<std::thread> workers_;
     std::mutex mu_, run_mu_;
-    std::condition_variable cv_, done_cv_;
-    const std::function<void(size_t)>* fn_ = nullptr;
-    std::atomic<size_t> next_{0}, done_{0};
-    size_t n_ = 0, active_ = 0;
+    std::condition_variable cv_;
+    std::shared_ptr<Job> job_;  // the batch being run (null between batches)
     uint64_t generation_ = 0;
-    bool stop_ = false, open_ = false;
-    std::exception_ptr error_;
+    bool stop_ = false;
 };
 
 Pool& pool() {

@@ -74,12 +74,51 @@ struct Builder {
         return int32_t(step_lo.size()) - 1;
     }
 
+    // Bytes no automaton state tells apart (same successor and block flag in every state) have the
+    // same edges from every configuration: they form a class, numbered in order of their first byte,
+    // and the edges are stored once per (configuration, class). The indenter's bytes (tab, line
+    // feed, space) are kept apart, as the indentation reads them.
+    int rep[256];  // each class's first byte, by class
+    int n_classes = 0;
+
+    void byte_classes() {
+        const size_t n = g.l_label.size();
+        uint64_t h[256];
+        for (int b = 0; b < 256; ++b) h[b] = FNV_OFFSET;
+        for (size_t u = 0; u < n; ++u) {
+            const int32_t* t = g.l_trans.p + u * 256;
+            const uint8_t* k = g.l_block.p + u * 256;
+            for (int b = 0; b < 256; ++b) h[b] = (h[b] ^ (uint64_t(uint32_t(t[b])) << 1 | k[b])) * FNV_PRIME;
+        }
+        a.a_class.assign(256, 0);
+        auto own = [](int b) { return b == 9 || b == 10 || b == 32; };
+        for (int b = 0; b < 256; ++b) {
+            int cls = -1;
+            for (int k = 0; k < n_classes && cls < 0 && !own(b); ++k) {
+                const int r = rep[k];
+                if (own(r) || h[r] != h[b]) continue;
+                bool same = true;  // hashes agree: check the columns themselves
+                for (size_t u = 0; u < n && same; ++u)
+                    same = g.l_trans.p[u * 256 + b] == g.l_trans.p[u * 256 + r] &&
+                           g.l_block.p[u * 256 + b] == g.l_block.p[u * 256 + r];
+                if (same) cls = k;
+            }
+            if (cls < 0) {
+                cls = n_classes++;
+                rep[cls] = b;
+            }
+            a.a_class[b] = uint8_t(cls);
+        }
+        a.n_classes = n_classes;
+    }
+
     void edges() {
         const int32_t nl_owner = g.indent_owner, nl_label = g.indent_label;
         std::vector<std::pair<LexCfg, int32_t>> succ;
         std::vector<int32_t> base, key;
         by_state.assign(g.l_label.size(), -1);
         by_byte.assign(256, -1);
+        byte_classes();
         intern(LexCfg{});
         a.a_ptr.push_back(0);
         for (size_t c = 0; c < cfgs.size(); ++c) {  // ids are given in this order, so edges are CSR
@@ -87,9 +126,8 @@ struct Builder {
             const bool boundary = cur.owner == BOUNDARY;
             const int32_t* row = g.l_trans.p + (boundary ? 0 : size_t(cur.state) * 256);  // the lexeme's
             const int32_t dead = boundary ? -1 : g.l_dead[cur.owner];
-            const size_t ptr = a.a_ptr.size();
-            a.a_ptr.resize(ptr + 256);
-            for (int b = 0; b < 256; ++b) {
+            for (int k = 0; k < n_classes; ++k) {
+                const int b = rep[k];
                 const int32_t s = boundary ? 0 : row[b];
                 if (s != dead && lx.advance_cons(cur.cons, b, base)) {
                     int32_t step;
@@ -122,7 +160,7 @@ struct Builder {
                         for (int64_t e = step_lo[step]; e < step_hi[step]; ++e) built.push_back(Edge(built[e]));
                     }
                 }
-                a.a_ptr[ptr + b] = int64_t(built.size());
+                a.a_ptr.push_back(int64_t(built.size()));
             }
         }
     }
@@ -153,7 +191,7 @@ struct Builder {
         std::vector<std::vector<int32_t>> preds(n);
         for (size_t c = 0; c < n; ++c) {
             if (cfgs[c].owner == BOUNDARY) continue;
-            for (int64_t e = a.a_ptr[c * 256]; e < a.a_ptr[c * 256 + 256]; ++e) {
+            for (int64_t e = a.a_ptr[c * n_classes]; e < a.a_ptr[(c + 1) * n_classes]; ++e) {
                 const int32_t t = built[e].nxt, r = built[e].raw;
                 if (r >= 0) {
                     if (ends_ok(t)) bits[c * W + r / 64] |= uint64_t(1) << (r % 64);

@@ -19,9 +19,12 @@ struct ByteAutomaton {
     // configurations; 0 is the initial one (between lexemes, no constraint runs)
     std::vector<int32_t> c_owner, c_state, c_cons;  // state: global; cons: CSR, sorted global states
     std::vector<int64_t> c_cons_off;
-    // edges, CSR by state * 256 + byte: successor, label recorded (-1: none or ignored),
-    // indentation kind, whether the edge ends a NEWLINE
+    // edges, CSR by state * n_classes + a_class[byte] (bytes no automaton state tells apart share
+    // a class): successor, label recorded (-1: none or ignored), indentation kind, whether the edge
+    // ends a NEWLINE
     std::vector<int64_t> a_ptr;
+    std::vector<uint8_t> a_class;  // 256: each byte's class
+    int32_t n_classes = 0;
     std::vector<int32_t> a_nxt, a_lab;
     std::vector<uint8_t> a_kind, a_ends_nl, a_in_nl;
     // per configuration: labels the lexeme in progress can end as (CSR, -1 = ignored;

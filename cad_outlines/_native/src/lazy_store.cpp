@@ -1,6 +1,7 @@
 #include "lazy_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "batch.h"
@@ -11,9 +12,13 @@ namespace cad {
 
 // edge kinds of the byte automaton (engine/lexer_index.py)
 constexpr uint8_t NL_GOES_ON = 1, NL_STARTS = 2;
-// a build's new walks share the thread pool when their first bytes' subtrees hold this many
-// trie nodes (a few hundred microseconds of walking; waking a thread costs tens)
-constexpr size_t PARALLEL_WALK_NODES = 1 << 14;
+// a build's new walks may share the thread pool when their first bytes' subtrees hold this many
+// trie nodes, and then only those not done after PARALLEL_AFTER on the calling thread: a walk a
+// woken thread takes may wait for the scheduler, which on a loaded machine costs milliseconds
+// (measured: first masks of small JSON Schemas took 0.2 ms alone, 2-10 ms in half the runs when
+// every build over 1 << 14 nodes went to the pool at once; 2 cores under load 8)
+constexpr size_t PARALLEL_WALK_NODES = size_t(1) << 14;
+constexpr std::chrono::microseconds PARALLEL_AFTER{1000};
 // unions of more tokens are made in a bitset (a sort costs more from a few hundred on)
 constexpr size_t SORT_MAX = 256;
 
@@ -75,10 +80,9 @@ uint64_t LazyStore::stays(int32_t state) const {
     uint64_t known = stays_[state].load(std::memory_order_relaxed);
     if (known) return known;
     uint64_t out = a_.in_nl[state] ? 0 : ~STAYS_KNOWN;
-    const int64_t* ptr = a_.ptr.p + int64_t(state) * 256;
     for (int c = 0; c < 256 && out; ++c) {
-        const int64_t e = ptr[c];
-        if (ptr[c + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
+        const int64_t k = a_.at(state, c), e = a_.ptr[k];
+        if (a_.ptr[k + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
     }
     out |= STAYS_KNOWN;
     stays_[state].store(out, std::memory_order_relaxed);
@@ -108,7 +112,7 @@ void LazyStore::walk(Walk& w) const {
     auto step = [&](const Item* from, size_t n_from, int c, std::vector<Item>& to) {
         to.clear();
         for (const Item* it = from; it < from + n_from; ++it) {
-            const int64_t k = int64_t(it->state) * 256 + c;
+            const int64_t k = a_.at(it->state, c);
             for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
                 const uint8_t kind = a_.kind[e];
                 int32_t acc2 = 0;
@@ -329,7 +333,7 @@ size_t LazyStore::prepare(int32_t q) {
     size_t n_walks = 0, walk_nodes = 0;
     for (int b = 0; b < 256; ++b) {
         if (trie_->first_child[b] < 0) continue;
-        in_lexer_order(int64_t(q) * 256 + b, [&](int64_t e) {
+        in_lexer_order(a_.at(q, b), [&](int64_t e) {
             const uint8_t kind = a_.kind[e];
             int32_t acc = 0;
             bool absolute = false;
@@ -371,7 +375,13 @@ size_t LazyStore::prepare(int32_t q) {
         for (size_t i = 0; i < n_walks; ++i) by_size_[i] = int32_t(i);
         std::stable_sort(by_size_.begin(), by_size_.end(),
                          [&](int32_t x, int32_t y) { return walks_[x].nodes > walks_[y].nodes; });
-        parallel_for(n_walks, [&](size_t i) { walk(walks_[by_size_[i]]); });
+        // subtree sizes overestimate a walk (most paths die in a byte or two), so the walks
+        // start here, and only what is left after PARALLEL_AFTER goes to the pool
+        const auto t0 = std::chrono::steady_clock::now();
+        size_t done = 0;
+        while (done < n_walks && std::chrono::steady_clock::now() - t0 < PARALLEL_AFTER) walk(walks_[by_size_[done++]]);
+        if (done < n_walks)
+            parallel_for(n_walks - done, [&](size_t i) { walk(walks_[by_size_[done + i]]); });
     } else {
         for (size_t i = 0; i < n_walks; ++i) walk(walks_[i]);
     }
@@ -549,7 +559,7 @@ void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)
         const int32_t c = stack.back();
         stack.pop_back();
         for (int b = 0; b < 256; ++b)
-            in_lexer_order(int64_t(c) * 256 + b, [&](int64_t e) {
+            in_lexer_order(a_.at(int32_t(c), b), [&](int64_t e) {
                 const int32_t t = a_.nxt[e];
                 if (py_id[t] < 0) py_id[t] = next_id++, stack.push_back(t);
             });

@@ -30,7 +30,10 @@ namespace cad {
 // The byte automaton of the lexer configurations (engine/lexer_index.py ByteAutomaton):
 // per (state, byte) a CSR range of edges.
 struct ByteAutomatonView {
-    View<int64_t> ptr;                       // n_states * 256 + 1
+    View<int64_t> ptr;                       // n_states * n_classes + 1
+    View<uint8_t> cls;                       // 256: each byte's class
+    int32_t n_classes = 0;
+    int64_t at(int32_t state, int b) const { return int64_t(state) * n_classes + cls[size_t(b)]; }
     View<int32_t> nxt, lab;                  // per edge: next state, label shown (-1 none)
     View<uint8_t> kind, ends_nl;             // per edge
     View<uint8_t> in_nl;                     // per state: inside a NEWLINE lexeme
@@ -128,7 +131,7 @@ private:
     void gather();       // the rows of hyps_ (rows_, hits_), their label sequences as nodes_
     void order_nodes();  // kids_, kid_off_ and rank_ (preorder: label-sequence order) of nodes_
     void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done
-    // f(edge) for the edges of (state, byte) k = state * 256 + byte in the Python lexer's
+    // f(edge) for the edges of (state, byte) k = a_.at(state, byte) in the Python lexer's
     // order (reference/store_builder.py, Lexer.step): a lexeme going on before the same lexeme
     // ending on that byte. The native lexer lists the ending first (lexer.cpp Lexer::after): a
     // live successor whose state has a label follows its ending partner, and is taken first.

@@ -23,6 +23,7 @@
 #include "grammar.h"
 #include "lalr.h"
 #include "lazy_store.h"
+#include "lexer_tables.h"
 #include "matcher.h"
 
 namespace nb = nanobind;
@@ -67,7 +68,7 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
     const bool lazy = meta.contains("lazy") && nb::cast<bool>(meta["lazy"]);
     ByteAutomatonView ba;
     if (lazy) {  // the byte automaton instead of the store, which is built on first use
-        bind_array(*pg, a, "a_ptr", ba.ptr); bind_array(*pg, a, "a_nxt", ba.nxt);
+        bind_array(*pg, a, "a_ptr", ba.ptr); bind_array(*pg, a, "a_class", ba.cls); bind_array(*pg, a, "a_nxt", ba.nxt);
         bind_array(*pg, a, "a_lab", ba.lab); bind_array(*pg, a, "a_kind", ba.kind);
         bind_array(*pg, a, "a_ends_nl", ba.ends_nl); bind_array(*pg, a, "a_in_nl", ba.in_nl);
         bind_array(*pg, a, "c_ent", ba.c_ent);
@@ -84,7 +85,10 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
 #undef META
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
     if (lazy) {
-        if (ba.ptr.size() != g.n_configs() * 256 + 1 || ba.in_nl.size() != g.n_configs() ||
+        if (ba.cls.size() != 256)
+            throw std::invalid_argument("lazy flat grammar: a_class must map each of the 256 bytes");
+        for (size_t b = 0; b < 256; ++b) ba.n_classes = std::max<int32_t>(ba.n_classes, int32_t(ba.cls[b]) + 1);
+        if (ba.ptr.size() != g.n_configs() * size_t(ba.n_classes) + 1 || ba.in_nl.size() != g.n_configs() ||
             ba.c_ent.size() != g.n_configs() || ba.nxt.size() != ba.lab.size() || ba.kind.size() != ba.nxt.size() ||
             ba.ends_nl.size() != ba.nxt.size())
             throw std::invalid_argument("lazy flat grammar: byte automaton arrays have inconsistent sizes");
@@ -114,6 +118,21 @@ static nb::object to_numpy(std::vector<T>&& v) {
     return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(heap->data(), 1, shape, owner));
 }
 
+// The byte automaton of a grammar whose l_* views are bound, with its per-configuration arrays,
+// into `out` (the GIL released while it is built).
+static void automaton_into(const Grammar& g, size_t max_states, nb::dict& out) {
+    ByteAutomaton ba;
+    {
+        nb::gil_scoped_release release;
+        ba = build_byte_automaton(g, max_states);
+    }
+#define OUT(name) out[#name] = to_numpy(std::move(ba.name))
+    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_class); OUT(a_nxt); OUT(a_lab);
+    OUT(a_kind); OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid);
+    OUT(c_final); OUT(c_ent); OUT(e_off); OUT(e_labels);
+#undef OUT
+}
+
 // The lexer's byte automaton and per-configuration arrays (byte_automaton.h) from the l_*
 // arrays and the lexer's meta of a flat grammar.
 static nb::dict byte_automaton_arrays(nb::dict a, nb::dict meta, size_t max_states) {
@@ -130,16 +149,59 @@ static nb::dict byte_automaton_arrays(nb::dict a, nb::dict meta, size_t max_stat
     if (g.l_starters_off.size() != 257 || g.l_comp_off.size() != size_t(g.n_terminals) * 256 + 1 ||
         g.l_ignored.size() != size_t(g.n_labels) || g.l_trans.size() != g.l_label.size() * 256)
         throw std::invalid_argument("lexer arrays have inconsistent sizes");
-    ByteAutomaton ba;
-    {
-        nb::gil_scoped_release release;
-        ba = build_byte_automaton(g, max_states);
-    }
     nb::dict out;
-#define OUT(name) out[#name] = to_numpy(std::move(ba.name))
-    OUT(c_owner); OUT(c_state); OUT(c_cons); OUT(c_cons_off); OUT(a_ptr); OUT(a_nxt); OUT(a_lab); OUT(a_kind);
-    OUT(a_ends_nl); OUT(a_in_nl); OUT(c_entered_off); OUT(c_entered); OUT(c_entered_valid); OUT(c_final);
-    OUT(c_ent); OUT(e_off); OUT(e_labels);
+    automaton_into(g, max_states, out);
+    return out;
+}
+
+template <class T>
+static View<T> view_of(const std::vector<T>& v) {
+    return View<T>{v.data(), v.size()};
+}
+
+using U8 = nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using DfaTrans = nb::ndarray<const int32_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using DfaBlock = nb::ndarray<const uint8_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+using TermDfa = std::tuple<DfaTrans, U8, std::optional<DfaBlock>>;
+
+// The l_* arrays of terminals given as byte DFAs (lexer_tables.h; each made the lexer's tables as
+// TerminalAutomaton.build makes them), then the byte automaton over them: what
+// flat_grammar.spec_automaton_arrays returns for lexer_spec_from_dfas' spec.
+static nb::dict lexer_automaton_arrays(const std::vector<TermDfa>& terms, size_t max_states) {
+    std::vector<TerminalTables> tables;
+    tables.reserve(terms.size());
+    std::vector<int32_t> label;
+    for (const auto& [trans, accept, block] : terms) {
+        const size_t n = trans.shape(0);
+        if (n == 0 || trans.shape(1) != 256 || accept.size() != n || (block && (block->shape(0) != n ||
+                                                                                 block->shape(1) != 256)))
+            throw std::invalid_argument("lexer_automaton: a terminal's arrays have inconsistent shapes");
+        for (size_t i = 0; i < n * 256; ++i)
+            if (trans.data()[i] >= int32_t(n)) throw std::invalid_argument("lexer_automaton: a target out of range");
+        label.resize(n);
+        for (size_t i = 0; i < n; ++i) label[i] = accept.data()[i] ? 0 : -1;
+        tables.push_back(terminal_tables(int32_t(n), trans.data(), label.data(), block ? block->data() : nullptr));
+    }
+    std::vector<TerminalView> views;
+    for (const TerminalTables& t : tables)
+        views.push_back(TerminalView{t.m + 1, t.trans.data(), t.label.data(), t.live.data(), t.block.data(),
+                                     t.blocked.data(), t.shadow.data()});
+    LexerArrays la = lexer_arrays(views);
+    Grammar g;
+    g.l_trans = view_of(la.l_trans); g.l_label = view_of(la.l_label); g.l_shadow = view_of(la.l_shadow);
+    g.l_dead = view_of(la.l_dead); g.l_auto_off = view_of(la.l_auto_off); g.l_guard = view_of(la.l_guard);
+    g.l_first = view_of(la.l_first); g.l_comp = view_of(la.l_comp); g.l_starters = view_of(la.l_starters);
+    g.l_starters_off = view_of(la.l_starters_off); g.l_comp_off = view_of(la.l_comp_off);
+    g.l_live = view_of(la.l_live); g.l_block = view_of(la.l_block); g.l_blocked = view_of(la.l_blocked);
+    g.l_pending = view_of(la.l_pending); g.l_comp_none = view_of(la.l_comp_none); g.l_ignored = view_of(la.l_ignored);
+    g.n_terminals = la.n_terminals;
+    g.n_labels = la.n_labels;
+    nb::dict out;
+    automaton_into(g, max_states, out);
+#define OUT(name) out[#name] = to_numpy(std::move(la.name))
+    OUT(l_auto_off); OUT(l_trans); OUT(l_label); OUT(l_live); OUT(l_block); OUT(l_blocked); OUT(l_pending);
+    OUT(l_shadow); OUT(l_dead); OUT(l_guard); OUT(l_first); OUT(l_starters_off); OUT(l_starters); OUT(l_comp_none);
+    OUT(l_comp_off); OUT(l_comp); OUT(l_ignored);
 #undef OUT
     return out;
 }
@@ -502,6 +564,10 @@ static void bind_dfa(nb::module_& m) {
 
 // The lexer's configurations as a byte automaton (byte_automaton.h).
 static void bind_lexer(nb::module_& m) {
+    m.def("lexer_automaton", &lexer_automaton_arrays, "terminals"_a, "max_states"_a = size_t(1) << 22,
+          "The l_* arrays of terminals in the lexer's order, each a byte DFA (trans int32 (n, 256) with -1 "
+          "dead, accept uint8 (n), block uint8 (n, 256) or None; terminal i labelled i, nothing ignored, no "
+          "indenter), then the byte automaton over them, in one dict (lexer_tables.h).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...errors import ProgramSyntaxError
-from .hunks import Hunk, HunkProgram, apply_line_hunks, check_complete
+from .hunks import Hunk, HunkProgram, apply_line_program, check_complete
 from .oracle import oracle_hunks
 
 __all__ = ["BEGIN", "UPDATE", "END", "render", "parse", "apply", "oracle", "prompt_header", "EMPTY_OLD"]
@@ -101,9 +101,8 @@ def parse(text: str, *, partial: bool = False) -> HunkProgram:
 
 
 def apply(program: HunkProgram | str, document: str) -> str:
-    if isinstance(program, str):
-        program = parse(program)
-    return apply_line_hunks(document, program.hunks, EMPTY_OLD)
+    """The new document (program text is parsed first; see :mod:`.hunks` for the rules)."""
+    return apply_line_program(program, document, parse, EMPTY_OLD)
 
 
 def oracle(before: str, after: str) -> HunkProgram:

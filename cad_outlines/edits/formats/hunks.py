@@ -25,24 +25,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...errors import IncompleteProgramError, ProgramError
+from ...errors import IncompleteProgramError, InexpressibleEditError, MatchError
 
 __all__ = ["Hunk", "HunkProgram", "MatchError", "InexpressibleEditError", "DocumentLines", "locate_hunks",
-           "apply_line_hunks", "line_bodies", "check_complete"]
-
-
-class MatchError(ProgramError):
-    """A hunk whose old lines do not occur exactly once after the previous hunk (or an anchor that
-    does not occur): the message names the hunk, the lines and where they were looked for."""
-
-    def __init__(self, message: str, hunk_index: int):
-        self.hunk_index = hunk_index
-        super().__init__(message)
-
-
-class InexpressibleEditError(ValueError):
-    """An oracle writer asked for an edit its format cannot write (e.g. a change of the final newline
-    in a line format, or a changed line that is one of the format's own marker lines)."""
+           "apply_line_hunks", "apply_line_program", "line_bodies", "check_complete"]
 
 
 @dataclass(frozen=True)
@@ -210,3 +196,11 @@ def apply_line_hunks(document: str, hunks: Sequence[Hunk], empty_old: str) -> st
     if not out:
         return ""
     return "\n".join(out) + ("\n" if doc.terminated else "")
+
+
+def apply_line_program(program, document: str, parse, empty_old: str) -> str:
+    """A line format's applier: `program` (a :class:`HunkProgram`, or its text, read with `parse`)
+    applied to `document`."""
+    if isinstance(program, str):
+        program = parse(program)
+    return apply_line_hunks(document, program.hunks, empty_old)

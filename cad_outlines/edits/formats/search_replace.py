@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...errors import ProgramSyntaxError
-from .hunks import Hunk, HunkProgram, InexpressibleEditError, apply_line_hunks, check_complete
+from .hunks import Hunk, HunkProgram, InexpressibleEditError, apply_line_program, check_complete
 from .oracle import oracle_hunks
 
 __all__ = ["SEARCH", "DIVIDER", "REPLACE", "render", "parse", "apply", "oracle", "EMPTY_OLD"]
@@ -89,9 +89,7 @@ def parse(text: str, *, partial: bool = False) -> HunkProgram:
 
 def apply(program: HunkProgram | str, document: str) -> str:
     """The new document (program text is parsed first)."""
-    if isinstance(program, str):
-        program = parse(program)
-    return apply_line_hunks(document, program.hunks, EMPTY_OLD)
+    return apply_line_program(program, document, parse, EMPTY_OLD)
 
 
 def oracle(before: str, after: str) -> HunkProgram:

@@ -17,7 +17,7 @@ import numpy as np
 from .parse_tables import END, ParseTables, TableArrays
 from .terminals import GrammarCompileError
 
-__all__ = ["parse_tables", "LalrTables"]
+__all__ = ["parse_tables", "parse_tables_of", "LalrTables"]
 
 
 def parse_tables(rules: Sequence, start: str) -> LalrTables:
@@ -29,15 +29,29 @@ def parse_tables(rules: Sequence, start: str) -> LalrTables:
     a nonterminal used but given no rule (or a `start` without rules), and reduce/reduce
     collisions no rule priority resolves (naming the terminal and the rules).
     """
+    # origins' names are lark Tokens, made plain strings (whose comparisons are not Python code)
+    rows = [((str.__str__(rule.origin.name), False), [(sym.name, sym.is_term) for sym in rule.expansion])
+            for rule in rules]
+    return _tables(rows, [rule.options.priority or 0 for rule in rules], start)
+
+
+def parse_tables_of(rules: Sequence[tuple[str, Sequence[str]]], terminals, start: str) -> LalrTables:
+    """:func:`parse_tables` for rules given as ``(origin, expansion)`` names, `terminals` the set of
+    names that are terminals (every other name a nonterminal), all priorities 0: for a front end that
+    writes its rules directly (JSON Schema), with no lark ``Rule`` objects."""
+    rows = [((lhs, False), [(x, x in terminals) for x in rhs]) for lhs, rhs in rules]
+    return _tables(rows, [0] * len(rows), start)
+
+
+def _tables(rows, priorities, start: str) -> LalrTables:
     from ..._native import core
 
-    # symbols numbered in order of first appearance (origin, then expansion, rule by rule);
-    # origins' names are lark Tokens, made plain strings (whose comparisons are not Python code)
+    # symbols numbered in order of first appearance (origin, then expansion, rule by rule)
     keys: list[tuple[str, bool]] = []
     rhs_off = [0]
-    for rule in rules:
-        keys.append((str.__str__(rule.origin.name), False))
-        keys.extend([(sym.name, sym.is_term) for sym in rule.expansion])
+    for origin, expansion in rows:
+        keys.append(origin)
+        keys.extend(expansion)
         rhs_off.append(len(keys) - len(rhs_off))
     sym_id = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     start_id = sym_id.setdefault((start, False), len(sym_id))
@@ -48,7 +62,7 @@ def parse_tables(rules: Sequence, start: str) -> LalrTables:
     is_head[heads] = True
     origin, rhs = seq[heads], seq[~is_head]
     is_term = np.fromiter((t for _, t in sym_id), dtype=np.int32, count=len(sym_id))
-    priority = np.fromiter((rule.options.priority or 0 for rule in rules), dtype=np.int32, count=len(rhs_off) - 1)
+    priority = np.array(priorities, dtype=np.int32)
     out = core().build_lalr(is_term, origin, rhs_off_a, rhs, priority, start_id)
     names = [n for n, _ in sym_id] + [END]  # out["end_term"] == len(names) - 1
     _raise_errors(out, names, origin, rhs_off, rhs)

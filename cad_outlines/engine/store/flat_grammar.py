@@ -36,8 +36,9 @@ Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data
   complemented set).
 - lazy grammars (``meta["lazy"]``, ``compile_grammar(..., lazy=True)``) have no ``t_*``
   and ``s_*`` arrays: the native core builds a configuration's rows on first use from
-  the lexer's byte automaton ``a_*`` (``a_ptr`` CSR by state * 256 + byte, per edge
-  ``a_nxt``, ``a_lab``, ``a_kind``, ``a_ends_nl``; per state ``a_in_nl``), and
+  the lexer's byte automaton ``a_*`` (``a_ptr`` CSR by state * n_classes + ``a_class[byte]``:
+  bytes no terminal automaton tells apart share a class; per edge ``a_nxt``, ``a_lab``,
+  ``a_kind``, ``a_ends_nl``; per state ``a_in_nl``), and
   ``c_ent`` (each configuration's entered-label set as an ``e_off`` id, -1: it cannot
   end). Its configurations are all the byte automaton's states.
 - vocabulary ``v_*``: ``v_allowed`` bitset of ids that may ever be allowed (not
@@ -63,7 +64,8 @@ from ..frontend.parse_tables import END
 if TYPE_CHECKING:
     from ..compiled_grammar import CompiledGrammar
 
-__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "lazy_lexer_arrays", "spec_automaton_arrays", "vocab_trie",
+__all__ = ["FlatGrammar", "flatten", "flatten_lazy", "lazy_lexer_arrays", "spec_automaton_arrays",
+           "dfa_automaton_arrays", "lazy_flat", "vocab_trie",
            "FLAT_MAGIC", "FlatFileError"]
 
 FLAT_MAGIC = b"CADFLAT1"
@@ -157,12 +159,11 @@ def _csr(chunks, dtype=np.int32) -> tuple[np.ndarray, np.ndarray]:
     return offs.astype(np.int64), data.astype(dtype)
 
 
-def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
-    tables = g.tables
+def _parser_arrays(tables, ind, label_names: list[str], out: dict, meta: dict) -> None:
+    """The ``p_*`` arrays and ``label_term`` of parse tables, an indenter (or None) and the lexer's labels."""
     arr = tables.arrays()
-    ind = g.indenter
     terms = set(tables.terminals) | {END}
-    terms |= set(g.label_names)
+    terms |= set(label_names)
     if ind is not None:
         terms |= {ind.nl_type, ind.indent_type, ind.dedent_type} | set(ind.open_types) | set(ind.close_types)
     term_names = sorted(terms)
@@ -186,7 +187,7 @@ def _parser_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
     out["p_open"] = np.array([ind is not None and t in ind.open_types for t in term_names], dtype=np.uint8)
     out["p_close"] = np.array([ind is not None and t in ind.close_types for t in term_names], dtype=np.uint8)
     out["label_term"] = np.array([term_id.get(n, -1) if n in tables.terminals or (ind and n == ind.nl_type) else -1
-                                  for n in g.label_names], dtype=np.int32)
+                                  for n in label_names], dtype=np.int32)
     meta.update(n_states=n_states, n_terms=len(term_names), n_nonterms=max(1, len(nonterms)),
                 start_state=tables.start_state, end_state=tables.end_state, end_term=term_id[END],
                 has_indenter=ind is not None,
@@ -358,25 +359,25 @@ def _store_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
 _VOCAB_ARRAYS: dict[tuple, dict[str, np.ndarray]] = {}  # per vocabulary, built once per process
 
 
-def _vocab_arrays(g: CompiledGrammar, out: dict, meta: dict) -> None:
+def _vocab_arrays(vocab, out: dict, meta: dict) -> None:
     meta.update(INDENT_BASE=INDENT_BASE)
-    key = (g.vocab.content_hash, g.vocab_size, g.eos_token_ids)
+    key = (vocab.content_hash, vocab.size, tuple(vocab.eos_token_ids))
     got = _VOCAB_ARRAYS.get(key)
     if got is None:
         got = _VOCAB_ARRAYS[key] = {}
-        _vocab_arrays_of(g, got)
+        _vocab_arrays_of(vocab, got)
     out.update(got)
 
 
-def _vocab_arrays_of(g: CompiledGrammar, out: dict) -> None:
-    V = g.vocab_size
+def _vocab_arrays_of(vocab, out: dict) -> None:
+    V = vocab.size
     n_words = (V + 31) // 32
     allowed = np.zeros(n_words * 32, dtype=bool)
     allowed[:V] = True
-    allowed[list(g.vocab.special_ids)] = False
+    allowed[list(vocab.special_ids)] = False
     out["v_allowed"] = np.packbits(allowed, bitorder="little").view("<u4").astype(np.uint32)
-    out["v_eos"] = np.array(g.eos_token_ids, dtype=np.int32)
-    tb = [b"" if i in g.vocab.special_ids else b for i, b in enumerate(g.vocab.token_bytes)]
+    out["v_eos"] = np.array(tuple(vocab.eos_token_ids), dtype=np.int32)
+    tb = [b"" if i in vocab.special_ids else b for i, b in enumerate(vocab.token_bytes)]
     tb += [b""] * (V - len(tb))
     offs = np.zeros(V + 1, dtype=np.int64)
     np.cumsum([len(b) for b in tb], out=offs[1:])
@@ -407,13 +408,36 @@ def spec_automaton_arrays(spec: LexerSpec) -> tuple[dict[str, np.ndarray], dict]
     out: dict[str, np.ndarray] = {}
     meta: dict = {}
     _spec_arrays(spec, out, meta)
+    out.update(_capped(lambda cap: core().byte_automaton(out, meta, **cap)))
+    return out, meta
+
+
+def _capped(build):
+    """`build` (a native byte-automaton builder, given ``max_states`` as keywords) under the active
+    ``max_lexer_configs``: more states raise :class:`~cad_outlines.errors.ResourceLimitError`."""
     cap = active_limits().max_lexer_configs
     try:
-        out.update(core().byte_automaton(out, meta, **({} if cap is None else {"max_states": cap})))
+        return build({} if cap is None else {"max_states": cap})
     except ValueError as e:
         if cap is None:
             raise
         check_limit("max_lexer_configs", cap + 1, f"lexer (byte automaton states; {e})")
+
+
+def dfa_automaton_arrays(terminals) -> tuple[dict[str, np.ndarray], dict]:
+    """:func:`spec_automaton_arrays` of :func:`~.lexer.lexer_spec_from_dfas`'s spec for `terminals`
+    (``(name, byte DFA)`` pairs in the lexer's order), built in one call to the native core
+    (``_native/src/lexer_tables.cpp``) from the DFAs' arrays: the same arrays, without a
+    :class:`~.lexer.LexerSpec`."""
+    from ..._native import core
+
+    tables = [(np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept).view(np.uint8),
+               None if dfa.block is None else np.ascontiguousarray(dfa.block).view(np.uint8))
+              for _, dfa in terminals]
+    out = _capped(lambda cap: core().lexer_automaton(tables, **cap))
+    k = len(terminals)
+    meta = dict(n_terminals=k, indent_label=-1, indent_owner=-1, tab_len=8, n_labels=k,
+                label_names=[name for name, _ in terminals])
     return out, meta
 
 
@@ -436,10 +460,17 @@ def flatten_lazy(g: CompiledGrammar, lexer: tuple[dict, dict] | None = None) -> 
     everything but the store, plus the lexer's byte automaton (`lexer`: the result of
     :func:`lazy_lexer_arrays`, computed here if not given). `g` holds the lexer spec, parse
     tables and indenter; no store."""
-    out, meta = lazy_lexer_arrays(g) if lexer is None else lexer
-    out, meta = dict(out), dict(meta)
-    _parser_arrays(g, out, meta)
-    _vocab_arrays(g, out, meta)
+    return lazy_flat(g.tables, g.indenter, g.vocab, lazy_lexer_arrays(g) if lexer is None else lexer)
+
+
+def lazy_flat(tables, indenter, vocab, lexer: tuple[dict, dict]) -> FlatGrammar:
+    """:func:`flatten_lazy` from its parts: parse tables, indenter (or None), vocabulary and the
+    lexer's arrays and meta (:func:`spec_automaton_arrays` or :func:`dfa_automaton_arrays`)."""
+    out, meta = dict(lexer[0]), dict(lexer[1])
+    meta.update(lazy=True, vocab_size=vocab.size, n_words=(vocab.size + 31) // 32, n_rows=None,
+                n_configs=len(out["c_owner"]))
+    _parser_arrays(tables, indenter, meta["label_names"], out, meta)
+    _vocab_arrays(vocab, out, meta)
     return FlatGrammar(out, meta)
 
 
@@ -447,9 +478,9 @@ def flatten(g: CompiledGrammar) -> FlatGrammar:
     """The flat arrays of a compiled grammar (built from its Python objects)."""
     out: dict[str, np.ndarray] = {}
     meta: dict = {}
-    _parser_arrays(g, out, meta)
+    _parser_arrays(g.tables, g.indenter, g.label_names, out, meta)
     off = _lexer_arrays(g, out, meta)
     _config_arrays(g, off, out)
     _store_arrays(g, out, meta)
-    _vocab_arrays(g, out, meta)
+    _vocab_arrays(g.vocab, out, meta)
     return FlatGrammar(out, meta)

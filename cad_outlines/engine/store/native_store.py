@@ -66,7 +66,7 @@ class LexerGraph:
         """Every edge as (source state, next state, label: -1 for none or an ignored one)."""
         ptr = self.arrays["a_ptr"]
         n = self.n_states
-        src = np.repeat(np.arange(n), np.diff(ptr).reshape(n, 256).sum(axis=1))
+        src = np.repeat(np.arange(n), np.diff(ptr).reshape(n, -1).sum(axis=1))  # per (state, byte class)
         return src, self.arrays["a_nxt"].astype(np.int64), self.arrays["a_lab"].astype(np.int64)
 
 

@@ -45,7 +45,8 @@ def test_native_byte_automaton_equals_python(name):
     assert sorted(to_py) == list(range(n))
     for q, c in enumerate(to_py):
         for b in range(256):
-            lo, hi = a["a_ptr"][q * 256 + b], a["a_ptr"][q * 256 + b + 1]
+            k = q * (int(a["a_class"].max()) + 1) + int(a["a_class"][b])  # edges per (state, byte class)
+            lo, hi = a["a_ptr"][k], a["a_ptr"][k + 1]
             native = sorted((to_py[a["a_nxt"][e]], int(a["a_lab"][e]), int(a["a_kind"][e]), bool(a["a_ends_nl"][e]))
                             for e in range(lo, hi))
             python = sorted((int(auto.nxt[e]), int(auto.lab[e]), int(auto.kind[e]), bool(auto.ends_nl[e]))

@@ -19,6 +19,7 @@ so whitespace costs no parser step.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from fractions import Fraction
@@ -41,12 +42,19 @@ _NUMBER = NumberSpec()
 
 @dataclass
 class SchemaGrammar:
-    """A schema's grammar: ``rules`` (lark ``Rule`` objects), ``terminals`` ((name, ByteDFA) in the
-    basic lexer's order), ``start`` (the start rule's name)."""
+    """A schema's grammar: ``rule_list`` ((name, expansion names) pairs), ``terminals`` ((name, ByteDFA)
+    in the basic lexer's order), ``start`` (the start rule's name); ``rules``: the same rules as lark
+    ``Rule`` objects (built on first use: the eager store's analyses read them, a lazy compile does not)."""
 
-    rules: list
+    rule_list: list[tuple[str, tuple[str, ...]]]
     terminals: list[tuple[str, ByteDFA]]
     start: str
+
+    @functools.cached_property
+    def rules(self) -> list:
+        names = {t for t, _ in self.terminals}
+        return [Rule(NonTerminal(lhs), [Terminal(x) if x in names else NonTerminal(x) for x in rhs],
+                     options=RuleOptions()) for lhs, rhs in self.rule_list]
 
 
 class _Builder:
@@ -387,13 +395,9 @@ class _Builder:
         all_rules = _prune([("start", (root,))] + resolved + rules, term_names)
         if not all_rules:
             raise SchemaError("schema", "", "the schema admits no value")
-        lark_rules = []
-        for lhs, rhs in all_rules:
-            exp = [Terminal(s) if s in term_names else NonTerminal(s) for s in rhs]
-            lark_rules.append(Rule(NonTerminal(lhs), exp, options=RuleOptions()))
-        check_limit("max_rules", len(lark_rules), "JSON Schema grammar")
+        check_limit("max_rules", len(all_rules), "JSON Schema grammar")
         check_limit("max_terminals", len(terminals), "JSON Schema grammar")
-        return SchemaGrammar(lark_rules, terminals, "start")
+        return SchemaGrammar(all_rules, terminals, "start")
 
     def _collect(self, sym: tuple) -> None:
         kind = sym[0]
@@ -431,14 +435,26 @@ class _Builder:
 
 def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[str, tuple]]:
     """The rules whose symbols all derive some text, reachable from ``start``."""
+    # productive: a worklist over the count of each rule's symbols not yet known to derive text
+    missing = []
+    uses: dict[str, list[int]] = {}
+    todo: list[str] = []
     productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in rules:
-            if lhs not in productive and all(x in terminals or x in productive for x in rhs):
+    for i, (lhs, rhs) in enumerate(rules):
+        syms = {x for x in rhs if x not in terminals}
+        missing.append(len(syms))
+        for x in syms:
+            uses.setdefault(x, []).append(i)
+        if not syms and lhs not in productive:
+            productive.add(lhs)
+            todo.append(lhs)
+    while todo:
+        for i in uses.get(todo.pop(), ()):
+            missing[i] -= 1
+            lhs = rules[i][0]
+            if not missing[i] and lhs not in productive:
                 productive.add(lhs)
-                changed = True
+                todo.append(lhs)
     if "start" not in productive:
         return []
     rules = [(lhs, rhs) for lhs, rhs in rules if lhs in productive and all(x in terminals or x in productive

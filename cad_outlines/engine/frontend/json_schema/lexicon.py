@@ -79,6 +79,11 @@ _PRODUCTS: dict = {}
 def string_class_dfa(c: StrClass) -> ByteDFA:
     """The JSON string literals of `c` (cached per process)."""
     got = _STR_DFAS.get(c)
+    if got is None and c.values is not None:
+        got = _literal_dfa(c.values, None)
+        if got is not None:
+            _STR_DFAS[c] = got
+            check_limit("max_dfa_states", got.n_states, "a JSON Schema string terminal")
     if got is None:
         if c.values is not None:
             cp = S.literals(sorted(c.values))
@@ -357,23 +362,74 @@ def key_dfa(c: StrClass, ws: str) -> ByteDFA:
     """Object keys of class `c`: the string, then the key separator (whitespace `ws` around ``:``)."""
     got = _KEY_DFAS.get((c, ws))
     if got is None:
-        got = _KEY_DFAS[(c, ws)] = concat_suffix(string_class_dfa(c), punctuation(ws)["COLON"])
+        colon = punctuation(ws)["COLON"]
+        got = _literal_dfa(c.values, colon) if c.values is not None else None
+        if got is None:
+            got = concat_suffix(string_class_dfa(c), colon)
+        _KEY_DFAS[(c, ws)] = got
     return got
+
+
+_ONE_SPELLING = re.compile(r'[^\x00-\x1f"\\/\ud800-\udfff]*\Z')  # characters JSON writes one way only
+
+
+def _literal_dfa(values, suffix: ByteDFA | None) -> ByteDFA | None:
+    """The JSON string literals of `values` (quotes included), then `suffix` if given, built straight
+    as a byte trie (what :func:`string_class_dfa` and :func:`concat_suffix` make of a literal class,
+    without the code-point automaton): property names and enum values are new in most schemas, so
+    this is most of a new schema's terminal work. None where a value has a character JSON may spell
+    two ways (escapes, ``/``) or cannot encode (a lone surrogate): the general path handles those."""
+    if not all(_ONE_SPELLING.match(v) for v in values):
+        return None
+    if len(values) == 1:  # a chain of bytes (most keys)
+        (v,) = values
+        spelled = np.frombuffer(b'"' + v.encode() + b'"', dtype=np.uint8)
+        k = len(spelled)
+        src, byte, tgt, ends = np.arange(k), spelled, np.arange(1, k + 1), [k]
+        n_trie = k + 1
+    else:
+        edges: list[dict[int, int]] = [{}]
+        ends = []
+        for v in values:
+            st = 0
+            for b in b'"' + v.encode() + b'"':
+                nxt = edges[st].get(b)
+                if nxt is None:
+                    nxt = edges[st][b] = len(edges)
+                    edges.append({})
+                st = nxt
+            ends.append(st)
+        src = [st for st, e in enumerate(edges) for _ in e]
+        byte, tgt = [b for e in edges for b in e], [t for e in edges for t in e.values()]
+        n_trie = len(edges)
+    n = n_trie + (suffix.n_states if suffix is not None else 0)
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    trans[src, byte] = tgt
+    return _joined(trans, np.zeros(n, dtype=bool), ends, suffix)
 
 
 def concat_suffix(dfa: ByteDFA, suffix: ByteDFA) -> ByteDFA:
     """`dfa` followed by `suffix`, where `dfa`'s accepting states have no way out (a JSON string
     ends at its closing quote)."""
-    n, m = dfa.n_states, suffix.n_states
-    trans = np.full((n + m, 256), -1, dtype=np.int32)
+    n = dfa.n_states
+    trans = np.full((n + suffix.n_states, 256), -1, dtype=np.int32)
     trans[:n] = dfa.trans
-    st = suffix.trans.astype(np.int32)
-    trans[n:] = np.where(st >= 0, st + n, -1)
-    acc = np.zeros(n + m, dtype=bool)
-    acc[n:] = suffix.accept
-    for s in np.flatnonzero(dfa.accept):
-        trans[s] = trans[n]
-        acc[s] = suffix.accept[0]
+    return _joined(trans, np.zeros(len(trans), dtype=bool), np.flatnonzero(dfa.accept), suffix)
+
+
+def _joined(trans: np.ndarray, acc: np.ndarray, ends, suffix: ByteDFA | None) -> ByteDFA:
+    """A DFA whose first states are filled in `trans` (its last ``suffix.n_states`` rows free), its
+    texts ending in states `ends`, followed by `suffix` (None: accepted there), minimised. The ends
+    have no way out (a JSON string ends at its closing quote), so each takes the suffix's start row."""
+    if suffix is None:
+        acc[ends] = True
+    else:
+        n = len(trans) - suffix.n_states
+        st = suffix.trans.astype(np.int32)
+        trans[n:] = np.where(st >= 0, st + n, -1)
+        acc[n:] = suffix.accept
+        trans[ends] = trans[n]
+        acc[ends] = suffix.accept[0]
     t, lab, blk = minimize_arrays(trans, np.where(acc, 0, -1), None)
     return ByteDFA(t, lab >= 0, blk)
 

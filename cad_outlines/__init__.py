@@ -101,6 +101,8 @@ _LAZY = {  # importing outlines takes seconds: load these on first use
     "analyze_grammar": "cad_outlines.grammar_report",
     "GrammarReport": "cad_outlines.grammar_report",
     "cfg_generator": "cad_outlines.generators.outlines_processor",
+    "outlines_generator": "cad_outlines.generators.outlines_processor",
+    "output_type_processor": "cad_outlines.generators.outlines_processor",
     "apply_token_bitmask_inplace": "cad_outlines.decoding.logits",
     "edit_tool": "cad_outlines.generators.agent_tool",
 }

@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import GrammarError
 
 __all__ = ["GrammarSource", "available_grammars", "grammar_dir", "grammar_path", "grammar_source",
-           "load_grammar_text"]
+           "load_grammar_text", "regex_grammar"]
 
 _START = re.compile(r"^//\s*cad_outlines:\s*start\s*=\s*(\w+)\s*$", re.MULTILINE)
 
@@ -130,3 +130,20 @@ def _is_file(name: str | Path) -> bool:
 def _declared_start(text: str) -> str | None:
     m = _START.search(text)
     return m.group(1) if m else None
+
+
+def regex_grammar(regex: str, terminal: str = "REGEX") -> str:
+    """Lark text whose language is one `regex` terminal (a request's or an Outlines output type's regex):
+    each ``/`` not already escaped is escaped (lark ends a regex literal at it), and line breaks, escaped
+    or not, are written as escapes (lark refuses a line break in a regex literal). The terminal matches as
+    our lexer's terminals do (Python's ``re.match`` order: docs/engine_semantics.md)."""
+    out, i = [], 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex):  # an escaped line break (re.escape writes them) as its escape
+            out.append({"\n": "\\n", "\r": "\\r"}.get(regex[i + 1], regex[i:i + 2]))
+            i += 2
+            continue
+        out.append({"/": "\\/", "\n": "\\n", "\r": "\\r"}.get(c, c))
+        i += 1
+    return f"start: {terminal}\n{terminal}: /{''.join(out)}/\n"

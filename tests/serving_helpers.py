@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -20,11 +21,16 @@ ENGINE = dict(dtype="bfloat16", enforce_eager=True, max_model_len=2048, block_si
               kv_cache_memory_bytes=256 * 2**20, enable_prefix_caching=True, seed=0)
 
 
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant: {% endif %}")
+
+
 def make_tiny_model(path, tokenizer_dir):
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
     tok = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
+    tok.chat_template = CHAT_TEMPLATE  # GPT-2's tokenizer has none; the chat routes need one
     cfg = Qwen2Config(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
                       tie_word_embeddings=True, eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
@@ -32,6 +38,21 @@ def make_tiny_model(path, tokenizer_dir):
     Qwen2ForCausalLM(cfg).to(torch.bfloat16).save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def post(url, path, payload=None, *, data=None, timeout=60, method="POST"):
+    """(status, parsed JSON or text) of one request to a server (`payload` as JSON, or raw `data`)."""
+    body = data if data is not None else json.dumps(payload).encode()
+    req = urllib.request.Request(f"{url}{path}", data=body, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw, status = resp.read(), resp.status
+    except urllib.error.HTTPError as e:
+        raw, status = e.read(), e.code
+    try:
+        return status, json.loads(raw or b"{}")
+    except ValueError:
+        return status, raw.decode("utf-8", "replace")
 
 
 def free_port() -> int:

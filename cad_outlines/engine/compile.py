@@ -495,8 +495,8 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
     - `lazy` (default True): rows built on first use (:func:`compile_grammar`'s ``lazy``); False
       builds and streamlines the whole store.
 
-    Compiled grammars are kept in process and on disk (`cache`), keyed by the schema's canonical
-    JSON, the options, the vocabulary and the library's versions. A keyword that cannot be honoured
+    Compiled grammars are kept in process and on disk (`cache`), keyed by the schema's JSON (in its
+    own key order, which decides the property order), the options, the vocabulary and the library's versions. A keyword that cannot be honoured
     raises :class:`~cad_outlines.errors.SchemaError` naming it and its JSON pointer; `limits` bounds
     the compile as for :func:`compile_grammar` (:class:`~cad_outlines.errors.ResourceLimitError`).
     """
@@ -506,7 +506,7 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
 
     with enforcing(limits):
         schema = load_schema(schema)
-        text = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+        text = json.dumps(schema, ensure_ascii=False)  # key order kept: properties are written in schema order
         check_limit("max_grammar_bytes", len(text.encode("utf-8", "surrogatepass")), "JSON Schema")
         h = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
         h.update(repr((whitespace, coerce_one_of, streamline and not lazy, vocab.content_hash, _library_version(),

@@ -1,8 +1,13 @@
 """Outlines integration: our engine as an ``OutlinesLogitsProcessor``.
 
 ``outlines.Generator(model, processor=CFGLogitsProcessor(compiled))`` decodes under
-the grammar; :func:`cfg_generator` compiles a grammar for an Outlines transformers
-model and returns such a generator.
+the grammar. :func:`output_type_processor` turns any Outlines output type into that processor
+the way ``outlines.Generator(model, output_type)`` turns it into its backend's: a Pydantic model,
+dataclass, TypedDict or ``outlines.types.JsonSchema`` -> :func:`~cad_outlines.compile_json_schema`;
+``outlines.types.CFG`` -> its Lark grammar; every other term (``outlines.types.Regex``, ``int``,
+``Literal[...]``, ``types.Email``...) -> its regex as a one-terminal grammar (the whole output).
+:func:`outlines_generator` returns the ``outlines.Generator`` itself; :func:`cfg_generator` does it for
+a Lark grammar given by name, path or text.
 """
 
 from __future__ import annotations
@@ -13,13 +18,15 @@ import numpy as np
 
 from outlines.processors.base_logits_processor import OutlinesLogitsProcessor
 
-from ..engine.compile import compile_grammar
+from ..engine.compile import compile_grammar, compile_json_schema
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
 from ..engine.vocabulary import Vocabulary
 from ..decoding.logits import apply_token_bitmask_inplace
+from ..grammars import regex_grammar
 
-__all__ = ["CFGLogitsProcessor", "cfg_generator", "vocabulary_for_outlines_model"]
+__all__ = ["CFGLogitsProcessor", "cfg_generator", "outlines_generator", "output_type_processor",
+           "vocabulary_for_outlines_model"]
 
 
 class CFGLogitsProcessor(OutlinesLogitsProcessor):
@@ -75,9 +82,43 @@ def vocabulary_for_outlines_model(model) -> Vocabulary:
     return Vocabulary.from_tokenizer(hf_tokenizer, model_vocab_size=size)
 
 
+def output_type_processor(model, output_type, **compile_options) -> CFGLogitsProcessor:
+    """Our logits processor for an Outlines output type (what ``outlines.Generator(model, output_type)``
+    takes: a Pydantic model, ``outlines.types.JsonSchema``, ``Regex``, ``CFG``, ``int``, ``Literal[...]``,
+    ...), compiled for `model` (from ``outlines.from_transformers``). `compile_options` go to
+    :func:`~cad_outlines.compile_json_schema` or :func:`~cad_outlines.compile_grammar` (``cache``,
+    ``progress``, ``limits``, ...). A schema keyword or regex construct our engine cannot compile raises
+    its :class:`~cad_outlines.errors.GrammarError` (or ``ValueError``) naming it; nothing falls back to
+    unconstrained decoding."""
+    from outlines.types import CFG, JsonSchema
+    from outlines.types.dsl import python_types_to_terms, to_regex
+
+    if output_type is None:
+        raise ValueError("an output type is needed (None would decode unconstrained)")
+    term = python_types_to_terms(output_type)
+    vocab = vocabulary_for_outlines_model(model)
+    if isinstance(term, CFG):
+        compiled = compile_grammar(term.definition, vocab, **compile_options)
+    elif isinstance(term, JsonSchema):
+        if term.whitespace_pattern is not None:  # Outlines' whitespace regex: the front end takes one as `whitespace`
+            compile_options = {"whitespace": term.whitespace_pattern, **compile_options}
+        compiled = compile_json_schema(term.schema, vocab, **compile_options)
+    else:
+        compiled = compile_grammar(regex_grammar(to_regex(term), terminal="OUTPUT"), vocab, **compile_options)
+    return CFGLogitsProcessor(compiled, model.tensor_library_name)
+
+
+def outlines_generator(model, output_type, **compile_options):
+    """``outlines.Generator(model, output_type)`` on our engine: the same generator object, its
+    processor made by :func:`output_type_processor`."""
+    import outlines
+
+    return outlines.Generator(model, processor=output_type_processor(model, output_type, **compile_options))
+
+
 def cfg_generator(model, grammar: str | Path, **compile_options):
     """An ``outlines.Generator`` for `model` (from ``outlines.from_transformers``)
-    constrained by a Lark grammar (text or path) through our engine."""
+    constrained by a Lark grammar (a shipped name, a path or text) through our engine."""
     import outlines
 
     compiled = compile_grammar(grammar, vocabulary_for_outlines_model(model), **compile_options)

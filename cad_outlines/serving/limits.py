@@ -38,7 +38,8 @@ class ServerLimits:
     max_body_bytes: int = 32 * MiB  # an HTTP request body (413 above it)
     max_edit_body_bytes: int = 4 * MiB  # a POST /v1/cad/edits body (413 above it)
     max_ids: int = 32768  # cad_program_ids and cad_script_ids, each (replayed in the engine step)
-    max_grammar_text_bytes: int = 256 * 1024  # cad_grammar_text (UTF-8)
+    max_grammar_text_bytes: int = 256 * 1024  # cad_grammar_text (UTF-8), and a grammar a request field becomes
+    max_schema_bytes: int = 1 * MiB  # a JSON Schema (cad_json_schema, response_format, structured_outputs.json)
     max_string_chars: int = 256  # cad_start, cad_session, cad_tag, cad_grammar
     max_n_lines: int = 10_000_000  # cad_n_lines
     max_stop_at_forced: int = 4096  # cad_stop_at_forced

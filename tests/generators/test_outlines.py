@@ -1,5 +1,7 @@
 """Outlines integration with the real tiny model (stories260K, vendored in tests/data)."""
 
+import json
+
 import lark
 import pytest
 import regex
@@ -56,3 +58,52 @@ def test_processor_never_masks_in_place(outlines_model, tmp_path):
     out = processor(torch.tensor([[1, 5], [1, 6]]), logits)
     assert (logits == 0).all()
     assert torch.isinf(out).any() and torch.isfinite(out).any(dim=-1).all()
+
+
+def test_outlines_output_types_run_on_our_engine(outlines_model, tmp_path):
+    """outlines.Generator(model, output_type) with our processor: a Pydantic model, a JSON Schema, a
+    regex and a CFG; the tiny story model writes valid output only because the masks make it."""
+    from typing import Literal
+
+    import jsonschema
+    import outlines
+    import torch
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from cad_outlines import CFGLogitsProcessor, outlines_generator
+
+    class Pet(BaseModel):  # closed (additionalProperties: false), so a tiny model's output stays short
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field(max_length=8)
+        kind: Literal["cat", "dog", "bird"]
+        happy: bool
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": -9, "maximum": 99},
+                                               "ok": {"type": "boolean"}},
+              "required": ["n", "ok"], "additionalProperties": False}
+    sentence = 'start: "Lily" " " ("saw" | "had") " " ("a ball" | "the sun") "."'
+    checks = [
+        (Pet, Pet.model_validate_json),
+        (outlines.types.JsonSchema(schema), lambda text: jsonschema.validate(json.loads(text), schema)),
+        (outlines.types.Regex(r"[0-9]{3}-[a-z]{2}"), lambda text: regex.fullmatch(r"[0-9]{3}-[a-z]{2}", text) or 1 / 0),
+        (outlines.types.CFG(sentence), lambda text: lark.Lark(sentence, parser="lalr").parse(text)),
+    ]
+    for output_type, check in checks:
+        generator = outlines_generator(outlines_model, output_type, cache=tmp_path, progress=False)
+        assert isinstance(generator.logits_processor, CFGLogitsProcessor)  # ours, not an Outlines backend
+        torch.manual_seed(0)
+        for _ in range(3):
+            text = generator("Once upon a time,", max_new_tokens=80, do_sample=True)
+            check(text)
+
+
+def test_an_output_type_our_engine_cannot_compile_is_refused_not_unconstrained(outlines_model):
+    import outlines
+
+    from cad_outlines import output_type_processor
+
+    lookbehind = '{"type": "string", "pattern": "(?<=a)b"}'  # a valid schema; no exact grammar for it here
+    with pytest.raises(ValueError, match="lookbehind"):
+        output_type_processor(outlines_model, outlines.types.JsonSchema(lookbehind), cache=False)
+    with pytest.raises(ValueError, match="output type"):
+        output_type_processor(outlines_model, None)

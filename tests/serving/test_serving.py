@@ -7,6 +7,7 @@ Skipped when vLLM is not importable (install it with ``pip install -e ".[vllm]"`
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -24,13 +25,17 @@ from cad_outlines import oracle_program, resolve, split_lines  # noqa: E402
 from cad_outlines.edits.program import Copy  # noqa: E402
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR, ServedEditor, ServingError  # noqa: E402
 from tests.serving_helpers import (SERVER_ARGS, async_engine, blocking_llm, free_port, kill_server,  # noqa: E402,F401
-                                   make_tiny_model, start_server)
+                                   make_tiny_model, post, start_server)
 
 pytestmark = pytest.mark.slow
 
 BEFORE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n\n\ndef neg(a):\n    return -a\n"
 AFTER = BEFORE.replace("a - b", "a + b")
 SCRIPT = oracle_program(BEFORE, AFTER).to_text()
+PET = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 8}, "kind": {"enum": ["cat", "dog", "bird"]}, "happy": {"type": "boolean"},
+    "tags": {"type": "array", "items": {"enum": ["small", "old"]}, "maxItems": 2}},
+    "required": ["name", "kind", "happy", "tags"], "additionalProperties": False}  # closed: short outputs
 @pytest.fixture(scope="module")
 def tiny_model(data_dir, tmp_path_factory):
     return make_tiny_model(tmp_path_factory.mktemp("tiny_qwen2"), data_dir / "tokenizers" / "gpt2")
@@ -238,6 +243,68 @@ class TestHTTPServer:
             assert "TOP-SECRET" not in json.dumps(body)
         assert complete(url, {"prompt": [1, 2, 3], "max_tokens": 4})[0] == 200  # the server goes on
 
+    def test_the_fields_an_openai_client_sends_run_on_our_engine(self, server, tiny_model):
+        """response_format and structured_outputs, no vllm_xargs, on the chat and completion routes: a
+        random-weight model writes output that validates only because our masks make it; the grammars were
+        compiled by our gate's worker (vLLM's own backend never saw the fields: the middleware took them out)."""
+        import jsonschema
+        import lark
+        from transformers import PreTrainedTokenizerFast
+
+        _, url, log = server
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(tiny_model)
+        chat = {"model": "tiny", "messages": [{"role": "user", "content": "A pet, as JSON."}], "temperature": 1.0}
+        prompt = {"model": "tiny", "prompt": "A pet, as JSON: ", "temperature": 1.0}
+
+        def texts(path, body):
+            status, answer = post(url, path, body, timeout=300)
+            assert status == 200, answer
+            choices = answer["choices"]
+            assert all(c["finish_reason"] == "stop" for c in choices), choices
+            return [c["message"]["content"] if "message" in c else c["text"] for c in choices]
+
+        for text in texts("/v1/chat/completions", {**chat, "n": 3, "seed": 1, "max_tokens": 120, "response_format": {
+                "type": "json_schema", "json_schema": {"name": "pet", "schema": PET, "strict": True}}}):
+            jsonschema.validate(json.loads(text), PET)
+        for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 2, "max_tokens": 120,
+                                              "structured_outputs": {"json": json.dumps(PET)}}):
+            jsonschema.validate(json.loads(text), PET)
+        # any object: strings and objects end at a '"' or '}' the random model rarely picks; a bias makes them short
+        quote_brace = {str(i): 10 for i in tokenizer.convert_tokens_to_ids(['"', "}"])}
+        for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 3, "max_tokens": 200, "logit_bias": quote_brace,
+                                              "response_format": {"type": "json_object"}}):
+            assert isinstance(json.loads(text), dict)
+        for text in texts("/v1/chat/completions", {**chat, "n": 3, "seed": 4, "max_tokens": 20,
+                                                   "structured_outputs": {"regex": "^[0-9]{3}-[a-z]{2}$"}}):
+            assert re.fullmatch("[0-9]{3}-[a-z]{2}", text), text
+        for text in texts("/v1/completions", {**prompt, "n": 3, "seed": 5, "max_tokens": 20,
+                                              "structured_outputs": {"choice": ["yes", "no", "not sure"]}}):
+            assert text in ("yes", "no", "not sure")
+        for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 7, "max_tokens": 20,  # removed from vLLM:
+                                              "guided_choice": ["yes", "no", "not sure"]}):  # it would not constrain
+            assert text in ("yes", "no", "not sure")
+        sentence = 'start: "Lily" " " VERB " " ("a ball" | "the sun") "."\nVERB: "saw" | "had"\n'
+        for text in texts("/v1/chat/completions", {**chat, "n": 2, "seed": 6, "max_tokens": 20,
+                                                   "structured_outputs": {"grammar": sentence}}):
+            lark.Lark(sentence, parser="lalr").parse(text)
+        assert log.read_text().count("cad_outlines: compiling grammar (JSON Schema") == 2  # PET once, json_object
+        for body, words in [  # refused, naming the field; never decoded unconstrained
+            ({**chat, "structured_outputs": {"grammar": "root ::= [a-z]+"}}, ["structured_outputs.grammar"]),  # GBNF
+            ({**chat, "response_format": {"type": "structural_tag", "format": {"type": "any_text"}}},
+             ["structural_tag"]),
+            ({**prompt, "structured_outputs": {"json": PET, "disable_any_whitespace": True}},
+             ["disable_any_whitespace"]),
+            ({**prompt, "structured_outputs": {"regex": "a"}, "vllm_xargs": {"cad_grammar": "json"}}, ["not both"]),
+        ]:
+            status, answer = post(url, "/v1/chat/completions" if "messages" in body else "/v1/completions", body)
+            assert status == 400 and all(w in json.dumps(answer) for w in words), (body, answer)
+        # a route the middleware does not rewrite: vLLM derives structured outputs there, and they are refused by
+        # name at admission (validate_params), not handed to vLLM's own backend
+        status, answer = post(url, "/v1/chat/completions/batch", {
+            "model": "tiny", "messages": [[{"role": "user", "content": "hi"}]], "max_tokens": 8,
+            "structured_outputs": {"regex": "[a-z]+"}})
+        assert status == 400 and "structured_outputs.regex" in json.dumps(answer), answer
+
     def test_copy_as_decode_edit_over_http_resolves_with_prefix_cache_hits(self, http_editor):
         events = list(http_editor.stream(BEFORE, "Fix add.", script=SCRIPT))
         result = events[-1].result
@@ -289,6 +356,30 @@ class TestLLM:
         assert merged.stats.generated_tokens == decoded.stats.generated_tokens - moved
         assert merged.stats.steps < decoded.stats.steps
         assert merged.stats.requests > decoded.stats.requests
+
+
+    def test_structured_outputs_run_on_our_processor_not_vllms_backend(self, llm):
+        """SamplingParams.structured_outputs on an in-process LLM with our processor: validate_params moves
+        it into extra_args before vLLM copies the parameters for its engine, so vLLM's own backend has
+        nothing to run; the random-weight model's output validates only because our masks make it."""
+        import jsonschema
+        from vllm import SamplingParams
+        from vllm.exceptions import VLLMValidationError
+        from vllm.sampling_params import StructuredOutputsParams
+
+        params = SamplingParams(max_tokens=120, temperature=1.0, seed=7, structured_outputs=StructuredOutputsParams(
+            json=PET))
+        outs = llm.generate([{"prompt_token_ids": [5, 6, 7]}, {"prompt_token_ids": [8, 9]}], params)  # one params
+        assert params.structured_outputs is None and "cad_json_schema" in params.extra_args
+        for out in outs:
+            assert out.outputs[0].finish_reason == "stop"
+            jsonschema.validate(json.loads(out.outputs[0].text), PET)
+        choice = SamplingParams(max_tokens=8, temperature=1.0, seed=8,
+                                structured_outputs=StructuredOutputsParams(choice=["left", "right"]))
+        assert llm.generate([{"prompt_token_ids": [1]}], choice)[0].outputs[0].text in ("left", "right")
+        with pytest.raises(VLLMValidationError, match="structured_outputs.whitespace_pattern"):  # a 400 over HTTP
+            llm.generate([{"prompt_token_ids": [1]}], SamplingParams(max_tokens=4, structured_outputs=(
+                StructuredOutputsParams(json=PET, whitespace_pattern=" "))))
 
 
 # -- in-process AsyncLLM -----------------------------------------------------------------------
@@ -383,6 +474,26 @@ class TestAsyncLLM:
         for _, out in outs:
             c = out.outputs[0]
             check_python_output(python_checks, c.text, list(c.token_ids), c.finish_reason, eos)
+
+    def test_the_backend_takes_structured_outputs_through_the_gate(self, engine):
+        llm, loop = engine
+        backend = ServedEditor.from_async_llm(llm).backend
+
+        async def main():
+            outs = []
+            for seed in (1, 2):
+                async for out in backend.generate([5, 6], structured_outputs={"regex": "[a-c]{2}-[0-9]"},
+                                                  max_tokens=10, temperature=1.0, seed=seed):
+                    pass
+                outs.append(out.outputs[0].text)
+            return outs
+
+        from cad_outlines.serving.constraints.request_fields import constraint_of_fields
+
+        for text in loop.run_until_complete(main()):
+            assert re.fullmatch("[a-c]{2}-[0-9]", text), text
+        spec = constraint_of_fields(structured_outputs={"regex": "[a-c]{2}-[0-9]"}).spec
+        assert backend.gate.compiled.count(spec.key) == 1  # by the gate's worker, before the requests were admitted
 
     def test_engine_dying_mid_edit_gives_a_clear_error_with_the_partial_program(self, engine):
         llm, loop = engine

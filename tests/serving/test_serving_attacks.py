@@ -17,7 +17,6 @@ import socket
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 
 import pytest
@@ -27,7 +26,7 @@ from tests.fixture_data import VLLM_SKIP_REASON
 vllm = pytest.importorskip("vllm", reason=VLLM_SKIP_REASON)
 
 from cad_outlines.serving import MIDDLEWARE, PROCESSOR
-from tests.serving_helpers import SERVER_ARGS, free_port, kill_server, make_tiny_model, start_server
+from tests.serving_helpers import SERVER_ARGS, free_port, kill_server, make_tiny_model, post, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -59,21 +58,6 @@ def tree_rss(pid: int) -> int:
         except psutil.NoSuchProcess:
             pass
     return total
-
-
-def post(url, path, payload=None, *, data=None, timeout=60, method="POST"):
-    """(status, parsed JSON or text) of one request."""
-    body = data if data is not None else json.dumps(payload).encode()
-    req = urllib.request.Request(f"{url}{path}", data=body, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            raw, status = resp.read(), resp.status
-    except urllib.error.HTTPError as e:
-        raw, status = e.read(), e.code
-    try:
-        return status, json.loads(raw or b"{}")
-    except ValueError:
-        return status, raw.decode("utf-8", "replace")
 
 
 def message(answer) -> str:
@@ -282,6 +266,55 @@ def test_grammar_attacks_are_stopped_by_limits_and_remembered(attack_server):
         assert status == 400 and time.perf_counter() - t0 < 1.5
     log = attack_server["log"].read_text()
     assert "refused after" in log and "WARNING" in log  # operators see refusals in vLLM's log
+
+
+def _nested(depth: int) -> dict:
+    schema = {"type": "string"}
+    for _ in range(depth - 1):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+SCHEMA_ATTACKS = [  # (the request's structured-output fields, a word of the refusal)
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "huge", "schema": {
+        "type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(9000)}}}}},
+     "response_format.json_schema.schema.*max_schema_bytes"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "deep", "schema": _nested(300)}}},
+     "max_schema_depth"),
+    ({"structured_outputs": {"json": '{"type": "object", "properties": {"a": ' * 4000 + "{}" + "}}" * 4000}},
+     "structured_outputs.json.*max_schema_depth"),  # deeper than Python's JSON parser reads
+    ({"structured_outputs": {"json": {"type": "string", "pattern": "(a|b)*a(a|b){14}"}}},
+     "structured_outputs.json.*(compile_|max_)"),  # a state explosion, in the worker, under its limits
+    ({"structured_outputs": {"json": {"type": "string", "pattern": "[^y]{32000}"}}},
+     "structured_outputs.json.*(compile_|max_)"),  # the worker's CPU limit stops it
+    ({"structured_outputs": {"regex": "(a|b)*a(a|b){16}"}}, "structured_outputs.regex.*(compile_|max_)"),
+    ({"structured_outputs": {"choice": [f"word{i}" for i in range(30000)]}}, "structured_outputs.choice.*max_"),
+]
+
+
+def test_hostile_schemas_regexes_and_choices_get_a_400_and_the_server_stays_responsive(attack_server):
+    """The request fields users already send, hostile: huge, deeply nested, pathological patterns. Each is
+    a 400 naming the field and the limit, within the limits; after each, /health and a plain request
+    answer within 2 s; a second identical request is refused again at once (remembered by content)."""
+    import re
+
+    url = attack_server["url"]
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    for fields, word in SCHEMA_ATTACKS:
+        t0 = time.perf_counter()
+        status, answer = post(url, "/v1/chat/completions", {**chat, **fields}, timeout=120)
+        took = time.perf_counter() - t0
+        assert status == 400 and re.search(word, message(answer)), (word, status, message(answer)[:400])
+        assert took < 60, (word, took)  # compile_timeout_s is 30, compile_cpu_s 5
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(f"{url}/health", timeout=30) as r:
+            assert r.status == 200
+        assert post(url, "/v1/completions", {"model": "tiny", "prompt": [5, 6], "max_tokens": 2})[0] == 200
+        assert time.perf_counter() - t0 < RESPONSIVE_S * 2, (word, time.perf_counter() - t0)
+    for fields, word in SCHEMA_ATTACKS[3:]:
+        t0 = time.perf_counter()
+        status, answer = post(url, "/v1/chat/completions", {**chat, **fields}, timeout=120)
+        assert status == 400 and time.perf_counter() - t0 < 2.5, (word, time.perf_counter() - t0)
 
 
 def test_twenty_new_grammars_at_once_all_compile_and_constrain(attack_server):

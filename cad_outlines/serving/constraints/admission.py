@@ -11,13 +11,16 @@ unbounded work or index out of range.
 
 from __future__ import annotations
 
+import json
+import sys
+
 from ...errors import RequestError, ResourceLimitError
 from ...limits import env_name
 from ..limits import ServerLimits, server_limits
 from .request import ConstraintRequest
 
-__all__ = ["AdmissionError", "admission_vocab_size", "admit", "check_limits", "gate_required", "note_vocab_size",
-           "require_gate"]
+__all__ = ["AdmissionError", "admission_vocab_size", "admit", "check_limits", "check_schema_text", "gate_required",
+           "note_vocab_size", "require_gate", "text_bytes"]
 
 _VOCAB_SIZES: set[int] = set()
 _GATE_REQUIRED: list[bool] = [False]
@@ -74,10 +77,13 @@ def check_limits(request: ConstraintRequest, *, vocab_size: int | None = None,
     if grammar is not None:
         strings.update(cad_grammar=grammar.name, cad_start=grammar.start)
         if grammar.text is not None:
-            size = len(grammar.text) if len(grammar.text) * 4 <= limits.max_grammar_text_bytes else len(
-                grammar.text.encode("utf-8", "surrogatepass"))
+            size = text_bytes(grammar.text, limits.max_grammar_text_bytes)
             if size > limits.max_grammar_text_bytes:
                 raise AdmissionError("cad_grammar_text", "max_grammar_text_bytes", size, limits.max_grammar_text_bytes)
+        if grammar.schema is not None:  # its size; its JSON and nesting are the frontend's (check_schema_text)
+            size = text_bytes(grammar.schema, limits.max_schema_bytes)
+            if size > limits.max_schema_bytes:
+                raise AdmissionError("cad_json_schema", "max_schema_bytes", size, limits.max_schema_bytes)
     if edit is not None:
         strings["cad_session"] = edit.session
         if edit.n_lines > limits.max_n_lines:
@@ -103,3 +109,46 @@ def check_limits(request: ConstraintRequest, *, vocab_size: int | None = None,
             top = max(ids)
             if top >= vocab_size:
                 raise RequestError(f"{key}: token id {top} is not in the vocabulary (ids 0..{vocab_size - 1})")
+
+
+def text_bytes(text: str, cap: int) -> int:
+    """The UTF-8 size of `text`, computed only where it may be over `cap` (a character is 1 to 4 bytes)."""
+    return len(text) if len(text) * 4 <= cap else len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_schema_text(text: str, key: str, limits: ServerLimits | None = None):
+    """The JSON Schema sent as `text` under `key` (a ``cad_json_schema`` or a request field), parsed:
+    at most ``max_schema_bytes`` of UTF-8, valid JSON, a JSON object, objects and arrays nested at most
+    ``max_schema_depth`` deep (the compile limit; checked without recursion). Raises :class:`AdmissionError` or
+    :class:`RequestError` naming `key`. A parse and a walk (about 20 ms for a 1 MB schema): the frontend
+    runs it once per request, off the event loop for a large one (:func:`check_limits` checks only the
+    size, as the engine's second line does: the engine never parses a schema, it loads what a worker compiled)."""
+    limits = limits or server_limits()
+    size = text_bytes(text, limits.max_schema_bytes)
+    if size > limits.max_schema_bytes:
+        raise AdmissionError(key, "max_schema_bytes", size, limits.max_schema_bytes)
+    try:
+        schema = json.loads(text)
+    except RecursionError:  # deeper than Python's own parser goes: far over any depth limit
+        raise AdmissionError(key, "max_schema_depth", f"{sys.getrecursionlimit()}+",
+                             limits.compile.max_schema_depth) from None
+    except ValueError as e:
+        raise RequestError(f"{key}: the JSON Schema is not valid JSON: {e}") from None
+    check_schema_value(schema, key, limits)
+    return schema
+
+
+def check_schema_value(schema, key: str, limits: ServerLimits) -> None:
+    """A parsed JSON Schema is an object nested at most ``max_schema_depth`` deep (the compile's own limit,
+    checked here before the compile, naming the request's key: see :func:`check_schema_text`)."""
+    if not isinstance(schema, dict):
+        raise RequestError(f"{key}: a JSON Schema must be a JSON object, not {type(schema).__name__}")
+    maximum = limits.compile.max_schema_depth
+    level, depth = [schema], 1
+    while level and maximum is not None:
+        level = [c for node in level for c in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(c, (dict, list))]
+        if level:
+            depth += 1
+            if depth > maximum:
+                raise AdmissionError(key, "max_schema_depth", depth, maximum)

@@ -9,7 +9,7 @@ of threads. :func:`run_compile_worker` starts it through a bootstrap that sets i
 (``RLIMIT_CPU``) and the largest file it may write (``RLIMIT_FSIZE``: a grammar whose store
 would be huge) -- and kills its process group when it runs past the wall-time limit.
 
-The worker reads one JSON object on stdin (``name`` or ``text``, ``start``, ``tokenizer``,
+The worker reads one JSON object on stdin (``name``, ``text`` or ``schema``, ``start``, ``tokenizer``,
 ``model_vocab_size``, ``cache``, optionally ``vocab_file``: the parent's pickled
 :class:`~cad_outlines.engine.vocabulary.Vocabulary`, written by the server itself into a private
 temporary folder); checks the grammar (lark loads it, no file imports), compiles
@@ -60,15 +60,16 @@ def compile_into_cache(job: dict) -> str | None:
     from .request import GrammarSpec
     from ..tokenizer import shared_vocabulary
 
-    spec = GrammarSpec(name=job.get("name"), text=job.get("text"), start=job.get("start"))
+    spec = GrammarSpec(name=job.get("name"), text=job.get("text"), start=job.get("start"), schema=job.get("schema"))
     try:
-        check_grammar(spec)
+        if spec.schema is None:  # a schema's checks are its compile's first phases: not run twice
+            check_grammar(spec)
         if job.get("vocab_file"):  # the parent's Vocabulary (no tokenizer load: seconds saved)
             with open(job["vocab_file"], "rb") as f:
                 vocab = pickle.load(f)
         else:
             _, vocab = shared_vocabulary(job["tokenizer"], job.get("model_vocab_size"))
-        GrammarLibrary(vocab, cache=job["cache"]).get(spec, eager=bool(job.get("eager")))
+        GrammarLibrary(vocab, cache=job["cache"]).build(spec, eager=bool(job.get("eager")))
     except RequestError as e:
         return str(e)
     finally:
@@ -119,6 +120,10 @@ def run_compile_worker(job: dict, limits: ServerLimits) -> None:
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
+    if job.get("schema") is not None and job.get("cache"):  # a worker killed mid-build leaves its folder
+        from .grammar_library import remove_schema_builds
+
+        remove_schema_builds(job["cache"], proc.pid)
     answer = None
     if not wall:
         try:

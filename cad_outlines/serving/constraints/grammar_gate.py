@@ -91,13 +91,13 @@ def compile_in_worker(spec: GrammarSpec, tokenizer_path: str, model_vocab_size: 
     a free worker slot first); evict the least recently used cache files over the cap.
     Raises :class:`~.compile_worker.CompileRefused` (a :class:`RequestError`)."""
     limits = limits or server_limits()
-    job = {"name": spec.name, "text": spec.text, "start": spec.start, "tokenizer": tokenizer_path,
-           "model_vocab_size": model_vocab_size, "cache": str(cache),
-           # a grammar sent as text is built whole here, under the limits: a lazy store would build its
-           # rows inside the engine's steps, unbounded for a grammar whose lexer has very many states
-           "eager": spec.text is not None,
+    job = {"name": spec.name, "text": spec.text, "schema": spec.schema, "start": spec.start,
+           "tokenizer": tokenizer_path, "model_vocab_size": model_vocab_size, "cache": str(cache),
+           # a grammar sent as text (or a JSON Schema) is built whole here, under the limits: a lazy store would
+           # build its rows inside the engine's steps, unbounded for a grammar whose lexer has very many states
+           "eager": spec.name is None,
            "vocab_file": _vocab_file(tokenizer_path, model_vocab_size)}
-    what = spec.name or f"(by text, {spec.key[5:17]})"
+    what = spec.label
     with _slots(limits.compile_workers):
         t0 = time.monotonic()
         log.info("cad_outlines: compiling grammar %s for %s in a worker process", what, tokenizer_path)
@@ -257,7 +257,8 @@ class GrammarGate:
         known, refusal = known_check(spec)
         if known and refusal is not None:  # lark refused it before: no worker
             raise RequestError(refusal)
-        grammar_source_of(spec)  # an unknown shipped name is refused here, at once
+        if spec.schema is None:
+            grammar_source_of(spec)  # an unknown shipped name is refused here, at once
         refuse_file_imports(spec)  # so is a relative %import in a text
         _, vocab = shared_vocabulary(self.tokenizer_path, self.model_vocab_size)
         folder = self.folder()
@@ -276,7 +277,7 @@ class GrammarGate:
         self.compiled.append(spec.key)
         if not library.on_disk(spec, touch=True):
             log.warning("cad_outlines: grammar %s was compiled but is not in %s where expected: the engine will "
-                        "compile it again (and stall while it does)", spec.name or "(by text)", folder)
+                        "compile it again (and stall while it does)", spec.label, folder)
 
 
 def _failed(error: Exception) -> Future:

@@ -5,7 +5,10 @@ is the request's ``vllm_xargs``, whose values may only be str, int, float or lis
 them -- hence flat keys, ints for booleans. Every key starts with ``cad_``:
 
 - ``cad_grammar``: a shipped grammar by name (``copy_edit``, ``json``, ``python``), or
-- ``cad_grammar_text``: the grammar's Lark text; ``cad_start``: its start symbol.
+- ``cad_grammar_text``: the grammar's Lark text; ``cad_start``: its start symbol, or
+- ``cad_json_schema``: a JSON Schema's JSON text (compiled by :func:`~cad_outlines.compile_json_schema`).
+  OpenAI's ``response_format`` and vLLM's ``structured_outputs`` are translated into these keys
+  (:mod:`.request_fields`).
 - Copy-as-Decode segments (``copy_edit`` only): ``cad_n_lines`` (the document's line
   count: copy spans stay within 1..n), ``cad_monotonic`` (0/1), ``cad_program_ids`` (the
   program tokens already in the prompt), ``cad_session`` (an id for the edit, so the
@@ -37,25 +40,38 @@ __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 
 PREFIX = "cad_"
 _KEYS = {
-    "cad_grammar", "cad_grammar_text", "cad_start", "cad_n_lines", "cad_monotonic", "cad_program_ids",
-    "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag", "cad_format", "cad_document",
+    "cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_n_lines", "cad_monotonic",
+    "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
+    "cad_format", "cad_document",
 }
 
 
 @dataclass(frozen=True)
 class GrammarSpec:
-    """A grammar by shipped name or by text (exactly one of them)."""
+    """A grammar by shipped name, by Lark text, or a JSON Schema by its JSON text (exactly one of them)."""
 
     name: str | None = None
     text: str | None = None
     start: str | None = None
+    schema: str | None = None
 
     @property
     def key(self) -> str:
-        """Content key for caches: the name or a hash of the text, and the start symbol."""
-        what = f"name:{self.name}" if self.name is not None else "text:" + hashlib.sha256(
-            self.text.encode("utf-8")).hexdigest()
+        """Content key for caches: the name or a hash of the text or schema, and the start symbol."""
+        if self.name is not None:
+            what = f"name:{self.name}"
+        else:
+            kind, text = ("schema", self.schema) if self.schema is not None else ("text", self.text)
+            what = f"{kind}:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return f"{what}|start:{self.start or ''}"
+
+    @property
+    def label(self) -> str:
+        """The grammar in a log line: its name, or what it is and the start of its hash."""
+        if self.name is not None:
+            return self.name
+        kind, digest = self.key.split("|", 1)[0].split(":", 1)
+        return f"(JSON Schema, {digest[:12]})" if kind == "schema" else f"(by text, {digest[:12]})"
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,8 @@ class ConstraintRequest:
         if self.grammar is not None:
             if self.grammar.name is not None:
                 out["cad_grammar"] = self.grammar.name
+            elif self.grammar.schema is not None:
+                out["cad_json_schema"] = self.grammar.schema
             else:
                 out["cad_grammar_text"] = self.grammar.text
             if self.grammar.start:
@@ -124,18 +142,22 @@ class ConstraintRequest:
         if unknown:
             shown = [_short(k) for k in unknown[:5]] + (["..."] if len(unknown) > 5 else [])
             raise RequestError(f"unknown cad_outlines argument(s) [{', '.join(shown)}]; known: {sorted(_KEYS)}")
-        name, text = mine.get("cad_grammar"), mine.get("cad_grammar_text")
-        if name is not None and text is not None:
-            raise RequestError("give cad_grammar (a shipped name) or cad_grammar_text, not both")
-        for key in ("cad_grammar", "cad_grammar_text", "cad_start", "cad_session", "cad_tag", "cad_format",
-                    "cad_document"):
+        name, text, schema = mine.get("cad_grammar"), mine.get("cad_grammar_text"), mine.get("cad_json_schema")
+        if sum(v is not None for v in (name, text, schema)) > 1:
+            raise RequestError("give cad_grammar (a shipped name), cad_grammar_text or cad_json_schema, not both")
+        for key in ("cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_session", "cad_tag",
+                    "cad_format", "cad_document"):
             if key in mine and not isinstance(mine[key], str):
                 raise RequestError(f"{key} must be a string, not {type(mine[key]).__name__}")
         for key in ("cad_monotonic", "cad_stop_at_copy"):
             if key in mine and _int(mine, key) not in (0, 1):
                 raise RequestError(f"{key} must be 0 or 1, not {_short(mine[key])}")
         grammar = None
-        if name is not None or text is not None:
+        if schema is not None:
+            if "cad_start" in mine:
+                raise RequestError("cad_start belongs to a Lark grammar, not to cad_json_schema")
+            grammar = GrammarSpec(schema=schema)
+        elif name is not None or text is not None:
             grammar = GrammarSpec(name=name, text=text, start=mine.get("cad_start"))
         elif "cad_start" in mine:
             raise RequestError("cad_start without cad_grammar or cad_grammar_text")
@@ -169,7 +191,8 @@ class ConstraintRequest:
                     raise RequestError(f"{key} belongs to an edit segment: give cad_n_lines too")
         script = _ids(mine, "cad_script_ids") if "cad_script_ids" in mine else None
         if grammar is None and script is None:
-            raise RequestError("a cad_outlines request needs cad_grammar, cad_grammar_text or cad_script_ids")
+            raise RequestError("a cad_outlines request needs cad_grammar, cad_grammar_text, cad_json_schema or "
+                               "cad_script_ids")
         return cls(grammar=grammar, edit=edit, script_ids=script, tag=mine.get("cad_tag"))
 
 

@@ -1,9 +1,10 @@
-"""cad_outlines as a vLLM (v1) logits processor: any request gets a Lark grammar.
+"""cad_outlines as a vLLM (v1) logits processor: any request gets a Lark grammar or a JSON Schema.
 
 Start an engine with it (``LLM(..., logits_processors=[CadLogitsProcessor])``, or on a
 server ``--logits-processors cad_outlines.serving:CadLogitsProcessor``); a
 request turns it on with ``SamplingParams(extra_args=...)`` / ``vllm_xargs`` (the keys:
-:mod:`cad_outlines.serving.constraints.request`). Requests without ``cad_*`` keys are untouched.
+:mod:`cad_outlines.serving.constraints.request`), or with vLLM's own ``structured_outputs``, which
+``validate_params`` moves into ``extra_args`` (:mod:`.request_fields`). Requests without either are untouched.
 
 - Grammars are compiled once per process for the engine's tokenizer and kept
   (:class:`GrammarLibrary`; the mask stores also sit in the on-disk cache). A grammar
@@ -46,6 +47,7 @@ from .grammar_gate import compile_in_worker
 from .grammar_library import GrammarLibrary, check_grammar, known_check
 from ..limits import server_limits, serving_logger
 from .request import ConstraintRequest, RequestError
+from .request_fields import REWRITTEN_PATHS, take_structured_outputs
 from ..tokenizer import load_tokenizer, shared_vocabulary
 
 __all__ = ["CadLogitsProcessor", "load_tokenizer"]
@@ -93,8 +95,14 @@ class CadLogitsProcessor(LogitsProcessor):
 
         Behind the HTTP middleware this repeats checks already passed and the grammar verdict
         is a lookup (the middleware's worker reached it); without a gate a new grammar is
-        loaded here, blocking the caller."""
+        loaded here, blocking the caller.
+
+        ``structured_outputs`` (vLLM's JSON Schema, regex, choice, grammar) is ours too: it is moved
+        into ``extra_args`` here and set to None (:func:`~.request_fields.take_structured_outputs`),
+        before vLLM copies the parameters for its engine, so vLLM's own backend never runs for it;
+        what we cannot honour is refused, naming the field."""
         try:
+            fields = take_structured_outputs(sampling_params)
             # the vocabulary check needs the served model's size: on a server (the middleware's gate noted it;
             # one model per process); in-process LLMs may hold several models, and their engine step guards ids
             vocab_size = admission_vocab_size() if gate_required() else None
@@ -103,13 +111,22 @@ class CadLogitsProcessor(LogitsProcessor):
                 return
             if gate_required():  # a server with the middleware: its gate reached a verdict, or it was bypassed
                 known, refusal = known_check(request.grammar)
+                if not known and fields is not None:
+                    raise RequestError(
+                        f"{fields.field} (vLLM's structured_outputs) did not pass the cad_outlines admission gate: "
+                        f"this server translates response_format and structured_outputs in the JSON bodies of "
+                        f"{', '.join(REWRITTEN_PATHS)}; a structured output vLLM derives elsewhere (/v1/responses' "
+                        "text.format, /v1/messages' output_config, a forced tool call) is not constrained here")
                 if not known:
                     raise RequestError("the grammar did not pass the cad_outlines admission gate (send cad_* "
                                        "arguments in the JSON body of the request)")
                 if refusal is not None:
-                    raise RequestError(refusal)
+                    raise RequestError(refusal) if fields is None else fields.refusal(refusal)
                 return
-            check_grammar(request.grammar)  # the verdict is kept per grammar: a lookup after the first time
+            try:
+                check_grammar(request.grammar)  # the verdict is kept per grammar: a lookup after the first time
+            except RequestError as e:
+                raise e if fields is None else fields.refusal(e) from None
         except ValueError:
             raise
         except Exception as e:  # anything unexpected is still this request's fault, not a server error
@@ -178,7 +195,7 @@ class CadLogitsProcessor(LogitsProcessor):
                 log.warning("cad_outlines: grammar %s (request %s) was not compiled before it reached the engine; "
                             "compiling it now (in a worker, at most compile_timeout_s) stops this engine's steps "
                             "for every request until it is done. Put a GrammarGate in front (the HTTP middleware "
-                            "or ServedEditor/AsyncLLMBackend do; see docs/serving.md)", spec.name or "by text",
+                            "or ServedEditor/AsyncLLMBackend do; see docs/serving.md)", spec.label,
                             request.tag or "(no cad_tag)")
                 folder = cache_dir() if library.cache is True else Path(library.cache)
                 compile_in_worker(spec, self._engine.tokenizer_path, self._engine.model_vocab_size, folder)

@@ -14,7 +14,8 @@ batches their requests: a :class:`~.session_channel.SessionChannel` (vLLM >= 0.3
 edit is ONE ``AsyncLLM.generate`` request with streaming input; copies and forced runs
 are appended to it) or a :class:`Channel` (each segment of the edit is its own request).
 :meth:`AsyncLLMBackend.generate` is plain constrained generation
-(a grammar by name or text), its grammar compiled by the :class:`~..constraints.grammar_gate.GrammarGate`
+(a grammar by name or text, or vLLM's ``structured_outputs``), its grammar compiled by the
+:class:`~..constraints.grammar_gate.GrammarGate`
 before the request is admitted.
 """
 
@@ -28,6 +29,7 @@ from .backends import sampling_params, update_from_output
 from .edit_run import ALL, Update
 from ..constraints.grammar_gate import GrammarGate
 from ..constraints.request import ConstraintRequest, GrammarSpec, RequestError
+from ..constraints.request_fields import constraint_of_fields
 from .served_edit import Segment
 from .session_channel import SessionChannel, supports_sessions
 
@@ -98,17 +100,25 @@ class AsyncLLMBackend:
     async def generate(self, prompt: str | list[int], *, grammar: str | None = None, grammar_text: str | None = None,
                        start: str | None = None, request_id: str | None = None, tag: str | None = None,
                        **sampling) -> AsyncIterator:
-        """``AsyncLLM.generate`` under a grammar (a shipped name, or Lark text), yielding
-        vLLM ``RequestOutput`` s; `sampling`: ``SamplingParams`` fields. The request waits
-        for its grammar's compile (on a worker process, see :class:`GrammarGate`) before
-        it is admitted; the engine's other requests go on meanwhile. Raises
-        :class:`RequestError` for a grammar that does not compile."""
+        """``AsyncLLM.generate`` under a grammar (a shipped name, or Lark text) or vLLM's
+        ``structured_outputs=`` (a ``StructuredOutputsParams`` or its dict: JSON Schema, regex, choice,
+        Lark grammar; :mod:`~..constraints.request_fields`), yielding vLLM ``RequestOutput`` s;
+        `sampling`: the other ``SamplingParams`` fields. The request waits for its grammar's compile (on
+        a worker process, see :class:`GrammarGate`) before it is admitted; the engine's other requests go
+        on meanwhile. Raises :class:`RequestError` for a grammar that does not compile."""
         from vllm import SamplingParams
 
-        if (grammar is None) == (grammar_text is None):
-            raise RequestError("give grammar (a shipped name) or grammar_text, exactly one")
-        spec = GrammarSpec(name=grammar, text=grammar_text, start=start)
-        await self.gate.ready(spec)
+        structured = sampling.pop("structured_outputs", None)
+        if sum(x is not None for x in (grammar, grammar_text, structured)) != 1:
+            raise RequestError("give grammar (a shipped name), grammar_text or structured_outputs, exactly one")
+        fields = constraint_of_fields(structured_outputs=structured) if structured is not None else None
+        if structured is not None and fields is None:
+            raise RequestError("structured_outputs asks for no constraint (give json, regex, choice or grammar)")
+        spec = fields.spec if fields is not None else GrammarSpec(name=grammar, text=grammar_text, start=start)
+        try:
+            await self.gate.ready(spec)
+        except RequestError as e:
+            raise e if fields is None else fields.refusal(e) from None
         params = SamplingParams(**sampling, extra_args=ConstraintRequest(grammar=spec, tag=tag).to_extra_args())
         source = {"prompt": prompt} if isinstance(prompt, str) else {"prompt_token_ids": list(prompt)}
         async for out in self.engine.generate(source, params, request_id or f"cad-{uuid.uuid4().hex}"):

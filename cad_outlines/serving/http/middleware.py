@@ -7,16 +7,23 @@ every HTTP request of every route -- ``/v1/completions``, ``/v1/chat/completions
 adds -- goes through it, whatever its path:
 
 1. The body is read with a size limit (``max_body_bytes``: 413 above it), in linear time.
-2. Every JSON object in it that carries ``cad_*`` keys (``vllm_xargs``, a ``sampling_params``'
+2. A chat or completion request (``/v1/chat/completions``, ``/v1/completions``, ``/invocations``) that
+   asks for structured output the usual way -- ``response_format`` (``json_schema``, ``json_object``) or
+   ``structured_outputs`` (``json``, ``regex``, ``choice``, ``grammar`` as Lark, ``json_object``; vLLM's
+   removed ``guided_*`` fields too) -- is
+   rewritten: those fields are taken out of the body and their constraint goes into its ``vllm_xargs``
+   (:func:`~..constraints.request_fields.rewrite_body`), so our engine decodes it and vLLM's own
+   structured-output backend never sees it; what cannot be honoured is answered 400 naming the field.
+3. Every JSON object in it that carries ``cad_*`` keys (``vllm_xargs``, a ``sampling_params``'
    ``extra_args``, or such an object sent as a JSON string) is checked: types, ranges,
    lengths, token ids within the real vocabulary (:func:`~..constraints.admission.admit`). A bad
    argument is answered 400 naming the key. A body that is not JSON but mentions ``cad_`` is
    refused: these arguments are read from JSON only.
-3. A grammar is held for the server's :class:`~..constraints.grammar_gate.GrammarGate` (a worker process
+4. A grammar is held for the server's :class:`~..constraints.grammar_gate.GrammarGate` (a worker process
    checks and compiles it under the compile limits; the event loop stays free, so streams of
    other requests keep flowing); one that does not compile, or runs past a limit, is answered
    400 with the reason.
-4. The request is passed on unchanged.
+5. The request is passed on (rewritten as in 2., or unchanged).
 
 As a second line, the processor's ``validate_params`` (run by vLLM for every request on this
 process) refuses a grammar this gate has not seen: nothing can reach the engine around it.
@@ -29,8 +36,9 @@ import json
 import re
 
 from ...errors import CadOutlinesError
-from ..constraints.admission import admit, check_limits, require_gate
+from ..constraints.admission import admit, check_limits, check_schema_text, require_gate
 from ..constraints.grammar_gate import GrammarGate
+from ..constraints.request_fields import REWRITTEN_PATHS, FieldConstraint, rewrite_body
 from ..limits import ServerLimits, server_limits, serving_logger
 from ..constraints.request import ConstraintRequest, GrammarSpec, RequestError
 
@@ -39,6 +47,7 @@ __all__ = ["GrammarAdmissionMiddleware", "cad_arguments_of_body", "grammar_of_bo
 log = serving_logger()
 
 _MENTIONS = re.compile(rb"cad(_|%5f)|vllm_xargs|extra_args", re.IGNORECASE)
+_FIELDS = re.compile(rb"response_format|structured_outputs|guided_|\\u00[0-7][0-9a-fA-F]")  # or with \u escapes
 _STRING_KEYS = ("vllm_xargs", "extra_args")  # vLLM parses these from a JSON string too (form fields)
 _PARSE_ON_THREAD = 256 * 1024  # larger bodies are parsed off the event loop
 
@@ -129,7 +138,11 @@ class GrammarAdmissionMiddleware:
         if body is None:  # the client went away
             return
         try:
-            await self._admit(scope, body)
+            fields, rewritten = None, await self._rewrite(scope, body)
+            if rewritten is not None:
+                body, fields = rewritten
+                scope = _with_length(scope, len(body))
+            await self._admit(scope, body, fields)
         except CadOutlinesError as e:  # RequestError, ResourceLimitError...: this request's fault or a limit
             log.info("cad_outlines: %s %s refused: %s", scope.get("method"), scope.get("path"), e)
             await _error(send, 400, str(e))
@@ -178,28 +191,68 @@ class GrammarAdmissionMiddleware:
             more = message.get("more_body", False)
         return b"".join(chunks)
 
-    async def _admit(self, scope, body: bytes) -> None:
-        if len(body) > _PARSE_ON_THREAD:
-            found = await asyncio.get_running_loop().run_in_executor(None, cad_arguments_of_body, body)
-        else:
-            found = cad_arguments_of_body(body)
+    async def _rewrite(self, scope, body: bytes) -> tuple[bytes, FieldConstraint] | None:
+        """(the rewritten body, the constraint of its fields) for a chat or completion request whose
+        ``response_format`` / ``structured_outputs`` ask for one; None for any other request."""
+        path, root = scope.get("path") or "", scope.get("root_path") or ""
+        path = path[len(root):] if root and path.startswith(root) else path
+        if path.rstrip("/") not in REWRITTEN_PATHS or not _FIELDS.search(body):
+            return None
+
+        def rewrite():
+            try:
+                data = json.loads(body)
+            except RecursionError:
+                raise RequestError("the request body nests too deeply to be read (response_format / "
+                                   "structured_outputs are read from a JSON body)") from None
+            except (ValueError, UnicodeDecodeError):
+                return None  # not JSON: vLLM answers it
+            if not isinstance(data, dict):
+                return None
+            fields = rewrite_body(data, limits=self.limits)
+            return None if fields is None else (json.dumps(data).encode(), fields)
+
+        return await self._off_loop(len(body), rewrite)
+
+    async def _admit(self, scope, body: bytes, fields: FieldConstraint | None = None) -> None:
+        found = await self._off_loop(len(body), cad_arguments_of_body, body)
         if not found:
             return
         requests = [admit(args, limits=self.limits) for args in found]  # types, lengths: no vocabulary needed
         requests = [r for r in requests if r is not None]
         if not requests:
             return
+        for request in requests:  # a schema sent as cad_json_schema: JSON and nesting (a field's: checked already)
+            schema = request.grammar.schema if request.grammar is not None else None
+            if schema is not None and (fields is None or fields.spec != request.grammar):
+                await self._off_loop(len(schema), check_schema_text, schema, "cad_json_schema", self.limits)
         gate = self._gate(scope)
         vocab_size = await gate.avocab_size()  # the tokenizer's, loaded once (off the event loop)
         for request in requests:
             check_limits(request, vocab_size=vocab_size, limits=self.limits)
         for request in requests:
             if request is not None and request.grammar is not None:
-                await gate.ready(request.grammar)
+                try:
+                    await gate.ready(request.grammar)
+                except CadOutlinesError as e:  # a grammar a request field asked for: the 400 names the field
+                    raise fields.refusal(e) if fields is not None and fields.spec == request.grammar else e
+
+    @staticmethod
+    async def _off_loop(size: int, fn, *args):
+        """``fn(*args)``: on a thread when `size` (the bytes it parses) is large, else here."""
+        if size > _PARSE_ON_THREAD:
+            return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        return fn(*args)
 
     @staticmethod
     def _gate(scope) -> GrammarGate:
         return GrammarGate.for_model_config(scope["app"].state.vllm_config.model_config)
+
+
+def _with_length(scope, length: int):
+    """`scope` with its Content-Length header set to `length` (the body was rewritten)."""
+    headers = [(k, v) for k, v in scope.get("headers") or () if k.lower() != b"content-length"]
+    return {**scope, "headers": [*headers, (b"content-length", str(length).encode())]}
 
 
 def _replay(body: bytes, receive):

@@ -131,6 +131,20 @@ def test_property_order_follows_the_schema(vocab):
     assert accepts(g, vocab, '{"b": 2, "c": 3}')
 
 
+def test_schemas_differing_only_in_property_order_each_keep_their_order(vocab, tmp_path):
+    """The compile cache and the sub-schema rules were keyed by sorted JSON: the second schema got the first's
+    order and rejected its own (found with the vLLM request fields). Nested, in the same process and cache."""
+    for cache in (False, tmp_path):
+        for outer in ("x", "y"):
+            ab = {"type": "object", "properties": {outer: {"type": "object", "properties": {"a": {}, "b": {}}}}}
+            ba = {"type": "object", "properties": {outer: {"type": "object", "properties": {"b": {}, "a": {}}}}}
+            g_ab = compile_json_schema(ab, vocab, cache=cache)
+            g_ba = compile_json_schema(ba, vocab, cache=cache)
+            assert accepts(g_ab, vocab, f'{{"{outer}": {{"a": 1, "b": 2}}}}')
+            assert accepts(g_ba, vocab, f'{{"{outer}": {{"b": 2, "a": 1}}}}')
+            assert not accepts(g_ba, vocab, f'{{"{outer}": {{"a": 1, "b": 2}}}}')
+
+
 def test_colliding_terminals_stay_exact(vocab):
     """A key's text as a string value, a pattern string beside any string, overlapping patterns and
     overlapping number ranges: the lexer's first-match choice never loses a valid text."""
@@ -337,9 +351,13 @@ def test_hostile_schemas_stop_within_the_limits(vocab):
         compile_json_schema(deep, vocab, cache=False)
     with pytest.raises((ResourceLimitError, SchemaError)):
         compile_json_schema({"type": "string", "pattern": "^(a|b)*a(a|b){40}$"}, vocab, cache=False)
-    with pytest.raises(ResourceLimitError):
-        compile_json_schema({"type": "object", "properties": {f"p{i}": {"enum": list(range(50))} for i in range(300)}},
-                            vocab, cache=False, limits=Limits(max_compile_seconds=0.2))
+    # the compile's clock: a zero budget stops it at its first check, lazy or eager (values unique to this test,
+    # so no earlier test's terminal memo lets the lazy compile skip the loops that check it)
+    many = {"type": "object",
+            "properties": {f"p{i}": {"enum": [f"hostile-{i}-{j}" for j in range(50)]} for i in range(300)}}
+    for lazy in (True, False):
+        with pytest.raises(ResourceLimitError, match="max_compile_seconds"):
+            compile_json_schema(many, vocab, cache=False, lazy=lazy, limits=Limits(max_compile_seconds=0.0))
 
 
 def test_cached_in_process_and_on_disk(vocab, tmp_path):

@@ -63,9 +63,12 @@ class Sub:
 
     @property
     def key(self) -> str:
+        """Equal keys, equal rules: the schema's JSON in its own key order, since the order of
+        ``properties`` is the order the grammar writes them in (sorted keys would let two schemas that
+        differ only in that order share one rule)."""
         if self.parts:
-            return "&".join(sorted({p.key for p in self.parts}))
-        return canonical(_strip(self.schema))
+            return "&".join(p.key for p in self.parts)
+        return json.dumps(_strip(self.schema), separators=(",", ":"), ensure_ascii=False)
 
     def is_true(self) -> bool:
         return not self.parts and (self.schema is True or self.schema == {})

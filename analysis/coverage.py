@@ -86,10 +86,11 @@ def read_kernel_curves(path: str | Path, select: str | None = None) -> dict[str,
         rows = list(csv.DictReader(f))
     if not rows or not {"n", "speedup"} <= set(rows[0]):
         raise SystemExit(f"{path}: need columns n and speedup (got {list(rows[0]) if rows else 'no rows'})")
+    columns = list(rows[0])
     for pair in filter(None, (select or "").split(",")):
         key, _, value = pair.partition("=")
-        if key not in rows[0]:
-            raise SystemExit(f"--kernel-select: no column {key!r} in {path} (columns: {', '.join(rows[0])})")
+        if key not in columns:
+            raise SystemExit(f"--kernel-select: no column {key!r} in {path} (columns: {', '.join(columns)})")
         rows = [r for r in rows if r[key] == value]
     if not rows:
         raise SystemExit(f"--kernel-select {select!r} matches no row of {path}")

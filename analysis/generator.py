@@ -430,7 +430,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernel-csv", default=str(DEFAULT_KERNEL_CSV), help="kernel speedup CSV for the bound")
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
                         help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=DEVICE)")
-    parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
+    parser.add_argument("--no-plot", action="store_true", help="skip the plots (no matplotlib needed)")
     add_format_argument(parser)
     parser.add_argument("--report-name", default=None,
                         help="file name stem of the report, CSV and plots (default generator, generator_NAME for "
@@ -934,6 +934,13 @@ Targets (issue 31), wall time with the prompt, on the cases every format could w
 
 {targets or "(no case that every format could write)"}
 """
+    figures = "" if args.no_plot else f"""
+![generator]({name}.png)
+
+Per case, against document length and the changed fraction of its lines:
+
+![generator by length]({name}_length.png)
+"""
     body = f"""Model: `{config_name}` Qwen2 with seeded random weights ({args.dtype}, {where}); tokenizer: Qwen2.5 ({tok_dir.name}). Cases per corpus: {sizes} (seeded sample, seed {args.seed};
 ids below). Measured time {elapsed:.0f} s (plus one untimed warm-up case). Draft length {args.draft}, n-grams up to 3.
 
@@ -963,13 +970,7 @@ loop: sampling, the resolver, Python overhead). The tokenizer's time of the prom
 {time_table(by_corpus)}
 
 Per-case times: `{name}_cases.csv`. Sample: {sample}.
-
-![generator]({name}.png)
-
-Per case, against document length and the changed fraction of its lines:
-
-![generator by length]({name}_length.png)
-"""
+{figures}"""
     extra = ["--quick"] if args.quick else []
     extra += format_argv(formats)
     extra += ["--no-cudnn-sdp"] if args.no_cudnn_sdp else []

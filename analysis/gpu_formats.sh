@@ -43,7 +43,7 @@ if [ -n "$missing" ]; then
     case " $missing " in *" torch "*) echo "gpu_formats: torch is not installed" >&2; exit 2;; esac
     [ -d "$wheels" ] || { echo "gpu_formats: missing Python packages ($missing) and no wheel folder $wheels" >&2; exit 2; }
     echo "gpu_formats: installing $missing from $wheels"
-    "$py" -m pip install -q --no-index --find-links "$wheels" $missing
+    PIP_BREAK_SYSTEM_PACKAGES=1 "$py" -m pip install -q --no-index --find-links "$wheels" $missing
 fi
 
 # the compiled core, in place (cad_outlines/_native/_core*.so), unless this checkout has one for this Python

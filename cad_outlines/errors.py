@@ -17,7 +17,8 @@ so ``except ValueError`` keeps working:
 - :class:`ServingError`: the serving layer (a malformed request: :class:`RequestError`; an engine failure).
 - :class:`ParameterError`: a parameter out of its range (``Sampling(temperature=-1)``).
 - :class:`ResourceLimitError`: an input that would cost more than a configured limit (time, memory,
-  size), naming the limit, the value and how to raise it.
+  size), naming the limit, the value and how to raise it; :class:`MatcherLimitError` is a matcher's
+  decode-time limit (it then refuses every later call).
 - :class:`SettingError`: a ``CAD_OUTLINES_*`` environment variable with a bad value, or a limit's name
   misspelled, naming the variable.
 
@@ -31,9 +32,8 @@ from typing import Any
 __all__ = [
     "CadOutlinesError", "GrammarError", "GrammarCompileError", "SchemaError", "LexError", "TokenError",
     "InvalidTokenError", "ProgramError", "ProgramSyntaxError", "IncompleteProgramError", "SpanError", "DocumentError",
-    "ServingError", "RequestError",
-    "ResourceLimitError", "ContextLengthError", "CacheFileError", "UnsupportedPythonError", "ParameterError",
-    "SettingError",
+    "ServingError", "RequestError", "ResourceLimitError", "MatcherLimitError", "ContextLengthError", "CacheFileError",
+    "UnsupportedPythonError", "ParameterError", "SettingError",
 ]
 
 
@@ -209,6 +209,17 @@ class ResourceLimitError(CadOutlinesError, ValueError):
         self.limit, self.value, self.maximum = limit, value, maximum
         how = self.how = how or f"raise it with Limits({limit}=...)"
         super().__init__(f"{what + ': ' if what else ''}{limit} exceeded ({value} > {maximum}); {how}")
+
+
+class MatcherLimitError(ResourceLimitError):
+    """A matcher stopped by a decode-time limit (``Limits.max_reductions_per_token``, ...): it is in a sticky
+    error state and raises this again on every later call. From ``fill_next_token_bitmask_batch``,
+    :attr:`indices` are the batch positions of every matcher in error (their rows allow only EOS; the other
+    rows are filled); elsewhere it is empty."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.indices: list[int] = []
 
 
 class ParameterError(CadOutlinesError, ValueError):

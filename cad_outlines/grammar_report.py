@@ -160,7 +160,8 @@ class GrammarReport:
         rows = [s["rows"] for s in self.steps] + [self.syncode_rows]
         ax1.bar(range(len(rows)), rows, color=["C0"] * len(self.steps) + ["C3"])
         ax1.set_xticks(range(len(rows)), [n.replace(" ", "\n", 1) for n in names], fontsize=7)
-        ax1.set_yscale("log")
+        if max(rows, default=0) > 0:  # a grammar without terminals has no rows: nothing to put on a log scale
+            ax1.set_yscale("log")
         ax1.set_ylabel("mask-store rows")
         ax1.set_title(f"{self.grammar} x {self.tokenizer}")
         for label, counts in self.rows_per_config.items():

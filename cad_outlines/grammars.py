@@ -74,7 +74,7 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
     shipped grammar's name (``"python"``, ``"json.lark"``) is that grammar; a one-line str
     ending in ``.lark`` or holding a path separator that is neither raises
     :class:`FileNotFoundError` listing the shipped grammars; a short one-line str with no ``:``
-    (no rule or terminal definition: a misspelt name, ``"jsno"``) raises
+    (no rule or terminal definition, and no ``%`` directive: a misspelt name, ``"jsno"``) raises
     :class:`~cad_outlines.errors.GrammarError` with the shipped names closest to it;
     anything else is grammar text. A grammar with no definitions at all (empty, or only
     comments) raises :class:`~cad_outlines.errors.GrammarError` saying it is empty; a
@@ -99,7 +99,8 @@ def grammar_source(grammar: str | Path) -> GrammarSource:
         return GrammarSource(text, (str(path.resolve().parent),), path.name, _declared_start(text))
     text = str(grammar)
     _check_not_empty(text, None)
-    if "\n" not in text.strip() and ":" not in text and len(text.strip()) <= _NAME_LIMIT:
+    if ("\n" not in text.strip() and ":" not in text and len(text.strip()) <= _NAME_LIMIT
+            and not text.strip().startswith("%")):  # a lone directive (`%import ...`) is grammar text
         close = difflib.get_close_matches(text.strip(), available_grammars(), n=3, cutoff=0.5)
         hint = f"did you mean {' or '.join(map(repr, close))}? " if close else ""
         raise GrammarError(f"{text.strip()!r} is not a shipped grammar, a .lark file, or grammar text (it defines "

@@ -1,5 +1,5 @@
 """What one grammar compile may cost: sizes checked before the work they predict, and a wall-clock deadline
-checked inside the long loops.
+checked inside the long loops; and what one matcher's call may cost at decode time.
 
 A grammar is untrusted input: a 31-byte regex can ask for a 400 MB store, a 5 MB literal for 20 GB of
 memory. :class:`Limits` bounds each cost at the earliest point it is known (the grammar's bytes before it is
@@ -7,6 +7,14 @@ parsed, literals and terminal counts before any automaton, DFA states while dete
 configurations before the store is walked, store rows while it is built, the cache file before it is
 written) and the whole compile in wall time. Exceeding one raises
 :class:`~cad_outlines.errors.ResourceLimitError` naming the limit, the value and how to raise it.
+
+Decode time is bounded the same way, in the native matcher itself: every mask, and every token of an advance or
+a validate, may make at most ``max_reductions_per_token`` parser reductions, grow the parser stack to at most
+``max_parser_stack_depth`` elements, and hold at most ``max_matcher_bytes`` (committed stacks, history, the
+call's scratch). Exceeding one puts that matcher into a sticky error state (as llguidance's matchers): the
+call and every later one raise :class:`~cad_outlines.errors.MatcherLimitError` (a ResourceLimitError), a mask
+in a batch allows only EOS, and the other matchers go on. The grammars that would loop are refused when
+compiled (``engine/frontend/parser_loops.py``); these limits stop whatever that check lets through.
 
 The defaults are far above every real grammar we know (python.lark x Qwen2.5: 12 KB, 100 terminals, 35 s,
 an 8.6 MiB cache file) so a library user never meets them by accident; a server passes tighter ones, and
@@ -30,10 +38,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import ResourceLimitError, SettingError
+from .errors import MatcherLimitError, ResourceLimitError, SettingError
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "ENV_PREFIX", "active_limits", "check_deadline", "check_env_names",
-           "check_limit", "enforcing", "env_name", "env_names", "env_values", "read_env"]
+__all__ = ["Limits", "DEFAULT_LIMITS", "ENV_PREFIX", "MATCHER_LIMITS", "active_limits", "check_deadline",
+           "check_env_names", "check_limit", "enforcing", "env_name", "env_names", "env_values", "matcher_limit_error",
+           "read_env"]
 
 ENV_PREFIX = "CAD_OUTLINES_"
 _MAX_PREFIX = ENV_PREFIX + "MAX_"
@@ -139,7 +148,8 @@ def env_values(limits) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one grammar compile (``compile_grammar(..., limits=Limits(...))``); None: unbounded."""
+    """Bounds on one grammar compile (``compile_grammar(..., limits=Limits(...))``) and on every call of its
+    matchers (the last three; ``Matcher(grammar, limits=...)``, by default the compile's); None: unbounded."""
 
     max_grammar_bytes: int | None = 1 << 20  # the grammar's text, UTF-8, before it is parsed
     max_literal_chars: int | None = 4096  # one terminal's string literal or regex source
@@ -151,6 +161,9 @@ class Limits:
     max_store_rows: int | None = 50_000_000  # mask-store rows, summed over configurations
     max_cache_file_bytes: int | None = 2 << 30  # one compiled grammar's flat file
     max_compile_seconds: float | None = 900.0  # wall time of one compile, checked in its long loops
+    max_reductions_per_token: int | None = 10_000_000  # parser reductions in one mask, or one token's advance
+    max_parser_stack_depth: int | None = 1_000_000  # elements on one matcher's parser stack
+    max_matcher_bytes: int | None = 512 << 20  # one matcher: committed stacks + history + one call's scratch
 
     @classmethod
     def from_env(cls, environ=None, base: Limits | None = None) -> Limits:
@@ -167,6 +180,20 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+# the fields the native matcher enforces, in the order its constructor takes them
+MATCHER_LIMITS = ("max_reductions_per_token", "max_parser_stack_depth", "max_matcher_bytes")
+
+
+def matcher_limit_error(limit: str, value: int, maximum: int, call: str) -> MatcherLimitError:
+    """The error of a matcher that a decode-time limit stopped in `call` ("a mask", "an advance", ...);
+    `value` -1: the system's memory ran out first."""
+    what = f"the matcher stopped in {call}" + (" (the grammar's parser may loop)"
+                                               if limit == "max_reductions_per_token" else "")
+    err = MatcherLimitError(limit, value, maximum, what=what, how=_how(limit))
+    if value < 0:
+        own = f"its {limit} is {maximum}" if maximum >= 0 else f"its {limit} is unbounded"
+        err.args = (f"{what}: the system ran out of memory ({own}); it refuses every later call",)
+    return err
 
 
 @dataclass
@@ -224,5 +251,8 @@ def check_deadline(where: str = "") -> None:
 
 
 def _how(name: str) -> str:
+    if name in MATCHER_LIMITS:
+        return (f"the matcher refuses every later call; raise it with Matcher(grammar, limits=Limits({name}=...)) "
+                f"or compile_grammar(..., limits=...) (None: unbounded), or on a server with {env_name(name)}")
     return (f"raise it with compile_grammar(..., limits=Limits({name}=...)) (None: unbounded), "
             f"or on a server with {env_name(name)}")

@@ -58,6 +58,8 @@ def test_a_name_close_to_nothing_lists_the_shipped_grammars():
         grammar_source("xyzzy")
     assert "did you mean" not in str(info.value) and ", ".join(available_grammars()) in str(info.value)
     assert grammar_source('start: "a"').text == 'start: "a"'  # one line with a definition is grammar text
+    # ... and so is a lone directive (lark's test_cache grammar `%import .grammars.ab (startab, expr)`)
+    assert grammar_source("\n  %import .grammars.ab (startab, expr)\n").text.strip().startswith("%import")
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "// only a comment\n   \n"])

@@ -16,13 +16,14 @@ import lark
 
 from ..errors import GrammarCompileError, GrammarError, SchemaError
 from ..grammars import grammar_source
-from ..limits import Limits, check_deadline, check_limit, enforcing
+from ..limits import DEFAULT_LIMITS, Limits, check_deadline, check_limit, enforcing
 from .compiled_grammar import CompiledGrammar
 from .compile_profile import COLD_PHASES, CompileProfile
 from .store.flat_grammar import FlatFileError, FlatGrammar, lazy_flat, lazy_lexer_arrays
-from .frontend.grammar_checks import check_language, missing_start_error
+from .frontend.grammar_checks import check_language, missing_start_error, produced_terminals
 from .frontend.grammar_load import LoadedGrammar, load_rules, postlexer
 from .frontend.lalr import parse_tables, parse_tables_of
+from .frontend.parser_loops import check_parser_loops
 from .store.grammar_analysis import GrammarAnalysis, LRGame
 from .store.lexer import ConfigTable, Lexer, LexerSpec
 from .store.mask_store import MaskStore
@@ -32,10 +33,10 @@ from .store.streamline import streamline as streamline_store
 from .store.lexer import lexer_spec_from_lark
 from .vocabulary import Vocabulary
 
-__all__ = ["load_lark", "compile_grammar", "compile_json_schema", "wait_for_cache_writes", "grammar_fingerprint",
-           "cache_dir", "source_key", "cached_path"]
+__all__ = ["load_lark", "compile_grammar", "compile_json_schema", "validate_grammar", "wait_for_cache_writes",
+           "grammar_fingerprint", "cache_dir", "source_key", "cached_path"]
 
-FORMAT_VERSION = "2"  # bump whenever what a store holds changes
+FORMAT_VERSION = "3"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
 FLAT_VERSION = "4"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
@@ -151,11 +152,15 @@ def compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None
     start rule or an empty language. `limits` (:class:`~cad_outlines.limits.Limits`, default
     ``Limits()``) bounds what the compile may cost (grammar size, literals, terminals, DFA states, lexer
     configurations, store rows, cache file size, wall time): exceeding one raises
-    :class:`~cad_outlines.errors.ResourceLimitError` naming it.
+    :class:`~cad_outlines.errors.ResourceLimitError` naming it; its decode-time fields bound every call of
+    the grammar's matchers (:class:`~cad_outlines.engine.matcher.Matcher`).
     """
     with enforcing(limits):
-        return _compile_grammar(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex, cache=cache,
-                                progress=show_progress(progress), streamline=streamline, lazy=lazy, profile=profile)
+        compiled = _compile_grammar(grammar, vocab, start=start, import_paths=import_paths, postlex=postlex,
+                                    cache=cache, progress=show_progress(progress), streamline=streamline, lazy=lazy,
+                                    profile=profile)
+    compiled.limits = limits if limits is not None else DEFAULT_LIMITS
+    return compiled
 
 
 def _compile_grammar(grammar: str | Path, vocab: Vocabulary, *, start: str | None, import_paths, postlex,
@@ -288,6 +293,13 @@ def _wait_for_save(path: Path) -> None:
         t.join()
 
 
+def validate_grammar(grammar: str | Path, *, start: str | None = None, import_paths=(), postlex="auto") -> None:
+    """Every check a compile makes before any vocabulary work (lark reads the grammar, every terminal
+    compiles, the language is not empty, the LALR tables have no conflict and no reachable cycle of
+    reductions), under the active limits: raises what :func:`compile_grammar` would."""
+    _grammar_phases(grammar, start, import_paths, postlex, CompileProfile())
+
+
 def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postlex, prof: CompileProfile):
     """lark's grammar reader, terminal automata (checked), parse tables (native LALR):
     (loaded grammar, start, spec, tables, indenter)."""
@@ -300,6 +312,7 @@ def _grammar_phases(grammar: str | Path, start: str | None, import_paths, postle
             check_language(lk, spec, start)
         with prof.phase("parse tables"):
             tables = parse_tables(lk.rules, start)
+            check_parser_loops(tables, produced_terminals(lk, spec))
     except GrammarError as e:
         raise (e if lk.name == "grammar" else e.in_file(lk.name)) from e.__cause__
     pl = lk.options.postlex
@@ -517,6 +530,7 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             got = _SCHEMAS.pop(mkey, None)
             if got is not None:
                 _SCHEMAS[mkey] = got
+                got.limits = limits if limits is not None else DEFAULT_LIMITS
                 return got
         folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
         fpath = None if folder is None else folder / f"{'lazy' if lazy else 'flat'}-schema-{key}.bin"
@@ -554,6 +568,7 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
                 raise
             raise SchemaError("anyOf", "", "the schema's alternatives overlap in a way the LALR(1) parser cannot "
                               f"decide: {str(e).splitlines()[0]}") from e
+        compiled.limits = limits if limits is not None else DEFAULT_LIMITS  # its matchers' decode-time limits
         with _SCHEMAS_LOCK:
             _SCHEMAS[mkey] = compiled
             while len(_SCHEMAS) > _SCHEMAS_KEPT:

@@ -8,6 +8,7 @@ import functools
 import numpy as np
 
 from ..errors import CadOutlinesError
+from ..limits import DEFAULT_LIMITS, Limits
 from .store.lexer import Lexer
 from .store.mask_store import MaskStore
 from .frontend.parse_tables import IndentTracker, ParseTables
@@ -30,7 +31,12 @@ class CompiledGrammar:
     only the flat arrays: reading one of those objects then raises :class:`ObjectsNotLoadedError`,
     and :meth:`load_objects` builds them (an eager compile, or the cached store), only when
     called: reading a compiled grammar never recompiles it.
+
+    :attr:`limits` are the :class:`~cad_outlines.limits.Limits` it was compiled (or loaded) under; its
+    matchers take their decode-time limits from them unless given their own.
     """
+
+    limits: Limits = DEFAULT_LIMITS
 
     def __init__(self, vocab: Vocabulary, lexer: Lexer | None = None, store: MaskStore | None = None,
                  tables: ParseTables | None = None, indenter: IndentTracker | None = None, grammar_hash: str = "",

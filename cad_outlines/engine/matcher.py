@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import InvalidTokenError, TokenError  # noqa: F401
+from ..errors import InvalidTokenError, MatcherLimitError, TokenError  # noqa: F401
+from ..limits import MATCHER_LIMITS, Limits, matcher_limit_error
 from .token_ids import check_token_id, check_token_ids
 
 if TYPE_CHECKING:
@@ -44,13 +45,28 @@ class Matcher:
     ``advance`` / ``advance_many`` consume; ``validate`` checks without consuming;
     ``rollback`` undoes; ``fork`` copies; ``forced_tokens`` gives what must come next.
     EOS is legal exactly where the text so far is a complete sentence.
+
+    Every call's work is bounded by `limits` (default: the grammar's, i.e. the compile's
+    :class:`~cad_outlines.limits.Limits`): parser reductions per mask or per token, parser stack
+    depth, memory. Exceeding one stops the matcher for good: that call and every later one raise
+    :class:`~cad_outlines.errors.MatcherLimitError`, and :attr:`error` holds it.
     """
 
     __slots__ = ("grammar", "_m")
 
-    def __init__(self, grammar: CompiledGrammar, _native=None):
+    def __init__(self, grammar: CompiledGrammar, _native=None, *, limits: Limits | None = None):
         self.grammar = grammar
-        self._m = _native if _native is not None else grammar.native_module.Matcher(grammar.native)
+        if _native is None:
+            lim = limits if limits is not None else grammar.limits
+            caps = [getattr(lim, name) for name in MATCHER_LIMITS]
+            _native = grammar.native_module.Matcher(grammar.native, *(-1 if c is None else int(c) for c in caps))
+        self._m = _native
+
+    @property
+    def error(self) -> MatcherLimitError | None:
+        """Why this matcher stopped (a decode-time limit exceeded), or None while it works."""
+        info = self._m.error
+        return None if info is None else matcher_limit_error(*info)
 
     # -- queries ----------------------------------------------------------------------
     def fill_next_token_bitmask(self, out: np.ndarray) -> None:
@@ -59,19 +75,25 @@ class Matcher:
         batch bitmask; words past the grammar's vocabulary are zeroed."""
         if out.dtype != np.int32 or not out.flags.c_contiguous:
             raise ValueError("bitmask must be a C-contiguous int32 array")
-        self._m.fill(out.reshape(-1))
+        ok = self._m.fill(out.reshape(-1))
         if out.size > self.grammar.native.n_words:
             out.reshape(-1)[self.grammar.native.n_words:] = 0
+        if not ok:  # `out` allows only EOS
+            raise self.error
 
     def allowed_mask(self) -> np.ndarray:
         """A fresh bool array over the model's vocabulary: True = legal next token."""
         words = np.empty(self.grammar.native.n_words, dtype=np.int32)
-        self._m.fill(words)
+        if not self._m.fill(words):
+            raise self.error
         return unpack_bitmask(words, self.grammar.vocab_size)
 
     def is_accepting(self) -> bool:
         """Whether the text so far is a complete sentence (EOS would be legal)."""
-        return self._m.is_accepting()
+        answer = self._m.is_accepting()
+        if answer < 0:
+            raise self.error
+        return bool(answer)
 
     def is_finished(self) -> bool:
         """Whether EOS has been consumed."""
@@ -93,6 +115,8 @@ class Matcher:
         token = check_token_id(token, self.grammar.vocab_size)
         code = self._m.advance(token)
         if code:
+            if code == 3:
+                raise self.error
             if code == 2:
                 raise InvalidTokenError(f"token {token} after EOS")
             raise InvalidTokenError(f"token {token} ({self.grammar.token_bytes(token)!r}) is not allowed here")
@@ -102,6 +126,8 @@ class Matcher:
         any token is invalid (the error names its index)."""
         arr = check_token_ids(tokens, self.grammar.vocab_size)
         n = self._m.advance_many(arr)
+        if n < 0:
+            raise self.error
         if n < len(arr):
             tok = int(arr[n])
             raise InvalidTokenError(f"token {tok} ({self.grammar.token_bytes(tok)!r}) at index {n} of {len(arr)} "
@@ -109,10 +135,15 @@ class Matcher:
 
     def validate(self, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` are legal in sequence (no state change)."""
-        return self._m.validate(check_token_ids(tokens, self.grammar.vocab_size))
+        n = self._m.validate(check_token_ids(tokens, self.grammar.vocab_size))
+        if n < 0:
+            raise self.error
+        return n
 
     def rollback(self, n: int = 1) -> None:
-        """Undo the last `n` consumed tokens."""
+        """Undo the last `n` consumed tokens (not out of an error: that is final)."""
+        if self._m.error is not None:
+            raise self.error
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 or not self._m.rollback(int(n)):
             raise ValueError(f"cannot roll back {n!r} tokens: {self.consumed} consumed")
 
@@ -178,23 +209,33 @@ def fill_next_token_bitmask_batch(matchers: Sequence[Matcher | None], bitmask: n
     """Fill row ``rows[i]`` (default i) of `bitmask` with ``matchers[i]``'s mask, the whole
     batch in one native call on a thread pool sized to the cores, the GIL released.
     ``None`` entries are skipped: their rows are left as they are (all-allowed in a fresh
-    :func:`allocate_token_bitmask`, as llguidance leaves a row no matcher fills)."""
+    :func:`allocate_token_bitmask`, as llguidance leaves a row no matcher fills).
+
+    A matcher that a decode-time limit stops (now or before) does not stop the batch: its
+    row allows only EOS, every other row is filled, and then :class:`MatcherLimitError` is
+    raised, its ``indices`` naming every such matcher's position in `matchers`."""
     if bitmask.dtype != np.int32 or bitmask.ndim != 2 or not bitmask.flags.c_contiguous:
         raise ValueError("bitmask must be a C-contiguous 2-D int32 array (batch, words)")
-    if rows is None:
-        if None in matchers:
-            where = [i for i, m in enumerate(matchers) if m is not None]
-            natives = [matchers[i]._m for i in where]
-        else:
-            where, natives = list(range(len(matchers))), [m._m for m in matchers]
-    else:
+    if rows is not None:
         rows = list(rows)
         if len(rows) != len(matchers):
             raise ValueError(f"{len(rows)} rows for {len(matchers)} matchers")
-        pairs = [(m._m, int(r)) for m, r in zip(matchers, rows) if m is not None]
-        natives, where = [p[0] for p in pairs], [p[1] for p in pairs]
-    if natives:
-        _core().fill_batch(natives, bitmask, where)
+    if None in matchers:
+        where = [i for i, m in enumerate(matchers) if m is not None]
+    else:
+        where = range(len(matchers))
+    natives = [matchers[i]._m for i in where]
+    if not natives:
+        return
+    failed = _core().fill_batch(natives, bitmask, list(where) if rows is None else [int(rows[i]) for i in where])
+    if failed:
+        indices = [where[k] for k in failed]
+        err = matchers[indices[0]].error
+        err.indices = indices
+        if len(indices) > 1:
+            err.args = (f"{err.args[0]} (matcher {indices[0]}; {len(indices)} matchers of the batch stopped: "
+                        f"{indices[:20]})",)
+        raise err
 
 
 def _core():

@@ -7,8 +7,8 @@ compile workers) stayed within a bound.
 
 Bounded in count and time: every ``cad_*`` argument with wrong types, huge values and huge
 lists; every POST route of the app (from its OpenAPI schema); the grammar attacks of the issue
-(each stopped by a limit in seconds); 20 new grammars at once; clients that leave mid-body and
-mid-stream.
+(each stopped by a limit in seconds); grammars whose parser would loop (a 400) and grammars without
+terminals (the empty answer); 20 new grammars at once; clients that leave mid-body and mid-stream.
 """
 
 import json
@@ -266,6 +266,41 @@ def test_grammar_attacks_are_stopped_by_limits_and_remembered(attack_server):
         assert status == 400 and time.perf_counter() - t0 < 1.5
     log = attack_server["log"].read_text()
     assert "refused after" in log and "WARNING" in log  # operators see refusals in vLLM's log
+
+
+def timed_health_and_plain(url) -> tuple[float, float]:
+    """Seconds for GET /health and for a plain 2-token completion, asked one after the other."""
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(f"{url}/health", timeout=30) as r:
+        assert r.status == 200
+    t1 = time.perf_counter()
+    status, answer = post(url, "/v1/completions", {"model": "tiny", "prompt": [5, 6, 7], "max_tokens": 2}, timeout=30)
+    assert status == 200, answer
+    return t1 - t0, time.perf_counter() - t1
+
+
+@pytest.mark.parametrize("grammar, expected", [
+    ('!start: (a+)*\n!a.1: "A" |\n', "reduce forever"),  # lark's test: its first mask once took the server down
+    ('start: a\na: b | "x"\nb.2: a\n', "reduce forever"),  # a cycle of unit rules a priority keeps
+    ("start: \n", ""),  # no terminals: the empty text is the only sentence
+    ("start: start?\n", ""),
+    ('start: \n%ignore " "\n', " "),  # ... or spaces, ignored
+])
+def test_a_looping_grammar_gets_a_400_and_one_without_terminals_a_correct_answer(attack_server, grammar, expected):
+    """Issue 29: each gets a 4xx or a correct answer, and the server answers a health check and a plain
+    request within 2 s after each."""
+    url = attack_server["url"]
+    status, answer = post(url, "/v1/completions", {"model": "tiny", "prompt": [1, 2], "max_tokens": 8,
+                                                   "temperature": 1.0, "seed": 3,
+                                                   "vllm_xargs": {"cad_grammar_text": grammar}}, timeout=120)
+    if expected == "reduce forever":
+        assert status == 400 and expected in message(answer) and "rule a" in message(answer), (status, answer)
+    else:
+        assert status == 200, answer
+        text = answer["choices"][0]["text"]
+        assert text.strip(expected) == "" and answer["choices"][0]["finish_reason"] == "stop", answer
+    health_s, plain_s = timed_health_and_plain(url)
+    assert health_s < RESPONSIVE_S and plain_s < RESPONSIVE_S, (health_s, plain_s)
 
 
 def _nested(depth: int) -> dict:

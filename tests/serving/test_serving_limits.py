@@ -223,3 +223,39 @@ def test_the_gate_looks_again_for_a_grammar_the_cache_evicted(small_data, tmp_pa
         p.unlink()
     gate.ensure(spec)  # the engine would not find it: compiled again, not waved through
     assert gate.compiled == [spec.key, spec.key] and any(tmp_path.iterdir())
+
+
+# --- issue 29: grammars that would loop, grammars without terminals, matchers stopped at decode time ----
+
+LOOPING = '!start: (a+)*\n!a.1: "A" |\n'  # lark's test_resolve_ambiguity_with_shared_node
+
+
+def test_the_gate_refuses_a_grammar_whose_parser_would_loop_and_passes_one_without_terminals():
+    with pytest.raises(RequestError, match="reduce forever without reading input") as info:
+        check_grammar(GrammarSpec(text=LOOPING))
+    assert "rule a" in str(info.value)
+    check_grammar(GrammarSpec(text="start: \n"))
+    check_grammar(GrammarSpec(text="start: start?\n"))
+
+
+def test_a_matcher_stopped_by_a_decode_time_limit_ends_its_own_request_alone(small_data, monkeypatch):
+    import cad_outlines.engine.compile as compile_module
+    from cad_outlines.engine.compile import compile_grammar
+    from cad_outlines.engine.vocabulary import Vocabulary
+
+    vocab = Vocabulary.from_tokenizer(small_data / "tokenizers" / "gpt2")
+    monkeypatch.setattr(compile_module, "check_parser_loops", lambda *a: None)  # as if the check missed it
+    looping = compile_grammar(LOOPING, vocab, cache=False, lazy=True, progress=False,
+                              limits=Limits(max_reductions_per_token=50_000))
+    good = compile_grammar('start: "x"+\n', vocab, cache=False, lazy=True, progress=False)
+    x, eos = vocab.token_bytes.index(b"x"), vocab.eos_token_ids[0]
+    states = [SequenceConstraint(ConstraintRequest(grammar=GrammarSpec(text=t)), g, out)
+              for t, g, out in [('start: "x"+\n', good, []), (LOOPING, looping, []), ('start: "x"+\n', good, [])]]
+    for step in range(2):
+        rows = unpack_rows(batch_masks(states, vocab.size), vocab.size)
+        assert states[1].error and "max_reductions_per_token" in states[1].error
+        assert np.flatnonzero(rows[1]).tolist() == [eos]  # it ends
+        assert states[0].error is None and states[2].error is None and rows[0][x] and rows[2][x]
+        states[0].output_ids.append(x)
+        states[2].output_ids.append(x)
+    assert rows[0][eos] and rows[0][x]  # after "x", the others go on as before

@@ -1,17 +1,23 @@
 #include "grammar.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 namespace cad {
 
+// A configuration's constraint runs are a set: the lexer produces them in the order it advanced
+// them (duplicates included), the store may hold them sorted, so the key is the sorted set.
 std::string config_key(int32_t owner, int32_t state, const int32_t* cons, size_t n_cons) {
+    std::vector<int32_t> runs(cons, cons + n_cons);
+    std::sort(runs.begin(), runs.end());
+    runs.erase(std::unique(runs.begin(), runs.end()), runs.end());
     std::string key;
-    key.resize((2 + n_cons) * sizeof(int32_t));
+    key.resize((2 + runs.size()) * sizeof(int32_t));
     char* p = key.data();
     std::memcpy(p, &owner, 4);
     std::memcpy(p + 4, &state, 4);
-    if (n_cons) std::memcpy(p + 8, cons, n_cons * 4);
+    if (!runs.empty()) std::memcpy(p + 8, runs.data(), runs.size() * 4);
     return key;
 }
 

@@ -19,17 +19,82 @@ void Scratch::begin(const Grammar& g) {
     if (++stamp == 0) std::fill(set_stamp.begin(), set_stamp.end(), 0), stamp = 1;
 }
 
+void Scratch::release() {
+    pools = Pools();
+    passing = std::vector<int32_t>();
+    ends = std::vector<LexEnd>();
+}
+
 Scratch& thread_scratch() {
     static thread_local Scratch s;
     return s;
 }
 
-Matcher::Matcher(const Grammar& g) : g_(g) {
+Matcher::Matcher(const Grammar& g, MatcherLimits limits) : g_(g), limits_(limits) {
     pools_.stack.push_back({g.start_state, NONE});
     pools_.levels.push_back({0, NONE});
-    st_.parser = PState{0, 0, 0};
+    st_.parser = PState{0, 0, 0, 1};
     st_.live.push_back(Live{0, {}, 0});  // store config 0 is the initial one
 }
+
+static size_t state_bytes(const MState& m) {
+    size_t b = sizeof(MState) + m.live.capacity() * sizeof(Live);
+    for (const Live& lv : m.live) b += lv.pending.capacity() * sizeof(int32_t);
+    return b;
+}
+
+size_t Matcher::committed_bytes() const {
+    return (pools_.stack.capacity() + pools_.levels.capacity()) * sizeof(Node) + history_bytes_ + state_bytes(st_);
+}
+
+void Matcher::push_history(MState&& m) {
+    history_bytes_ += state_bytes(m);
+    history_.push_back(std::move(m));
+}
+
+// Start one call's work (a mask, one token of an advance or validate): the scratch arena and
+// what the call may spend.
+void Matcher::begin_call(Scratch& s) const {
+    s.begin(g_);
+    const int64_t used = int64_t(committed_bytes());
+    if (used > limits_.max_bytes) throw LimitExceeded{"max_matcher_bytes", used, limits_.max_bytes};
+    const int64_t room = limits_.max_bytes == INT64_MAX ? INT64_MAX : limits_.max_bytes - used;
+    s.budget = Budget{0, limits_.max_reductions, limits_.max_depth, size_t(room / int64_t(sizeof(Node))), used};
+}
+
+void Matcher::fail(const char* limit, int64_t value, int64_t maximum, const char* what, Scratch& s) {
+    error_ = MatcherError{limit, what, value, maximum};
+    s.release();
+}
+
+// Run one public call; a limit exceeded (or memory exhausted) becomes the sticky error.
+template <class F, class R>
+R Matcher::guarded(Scratch& s, const char* what, R on_error, F&& body) {
+    if (error_) return on_error;
+    try {
+        return body(s);
+    } catch (const LimitExceeded& e) {
+        fail(e.limit, e.value, e.maximum, what, s);
+    } catch (const std::bad_alloc&) {
+        // -1: the system ran out first (maximum -1: the matcher had no limit of its own)
+        fail("max_matcher_bytes", -1, limits_.max_bytes == INT64_MAX ? -1 : limits_.max_bytes, what, s);
+    }
+    return on_error;
+}
+
+// The pools' sizes at a mark, restored when it goes out of scope unless kept: nothing of a
+// refused or failed multi-token call stays committed.
+struct PoolMark {
+    Pools& pools;
+    size_t stack, levels;
+    bool keep = false;
+    explicit PoolMark(Pools& p) : pools(p), stack(p.stack.size()), levels(p.levels.size()) {}
+    ~PoolMark() {
+        if (keep) return;
+        pools.stack.resize(stack);
+        pools.levels.resize(levels);
+    }
+};
 
 bool Matcher::run_pending(Parser& p, const PState& from, const std::vector<int32_t>& labels, PState& out) const {
     out = from;
@@ -94,7 +159,7 @@ void Matcher::walk(Parser& p, int32_t node, const PState& st, int32_t acc, bool 
     }
 }
 
-void Matcher::fill_mask(uint32_t* out, Scratch& s, int64_t* phase_ns) {
+void Matcher::mask(uint32_t* out, Scratch& s, int64_t* phase_ns) {
     // phase_ns (optional): nanoseconds in [pending labels, trie walk, union, EOS + cleanup]
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now();
@@ -107,8 +172,8 @@ void Matcher::fill_mask(uint32_t* out, Scratch& s, int64_t* phase_ns) {
     const int32_t W = g_.n_words;
     std::memset(out, 0, size_t(W) * 4);
     if (st_.finished) return;
-    s.begin(g_);
-    Parser p(g_, pools_, s.pools);
+    begin_call(s);
+    Parser p(g_, pools_, s.pools, s.budget);
     for (const Live& lv : st_.live) {
         PState st;
         bool ok = run_pending(p, st_.parser, lv.pending, st);
@@ -139,8 +204,19 @@ void Matcher::fill_mask(uint32_t* out, Scratch& s, int64_t* phase_ns) {
     lap(3);
 }
 
+bool Matcher::fill_mask(uint32_t* out, Scratch& s, int64_t* phase_ns) {
+    if (guarded(s, "a mask", false, [&](Scratch&) {
+            mask(out, s, phase_ns);
+            return true;
+        }))
+        return true;
+    std::memset(out, 0, size_t(g_.n_words) * 4);  // in error: only EOS, so a batch's sequence can end
+    for (size_t k = 0; k < g_.v_eos.size(); ++k) out[g_.v_eos[k] >> 5] |= 1u << (g_.v_eos[k] & 31);
+    return false;
+}
+
 bool Matcher::eos_ok(const MState& m, Scratch& s) {
-    Parser p(g_, pools_, s.pools);
+    Parser p(g_, pools_, s.pools, s.budget);
     for (const Live& lv : m.live) {
         int32_t f = g_.c_final[lv.cfg];
         if (f == -2) continue;
@@ -148,7 +224,9 @@ bool Matcher::eos_ok(const MState& m, Scratch& s) {
         if (!run_pending(p, m.parser, lv.pending, st)) continue;
         if (f >= 0) {
             if (f == g_.indent_label) {
-                if (lv.acc < 0) continue;
+                // a NEWLINE with no line break (a comment ending the text): lark's Indenter drops it inside
+                // brackets before reading its indentation, and fails on it outside them
+                if (lv.acc < 0 && st.parens == 0) continue;
                 if (!p.step(st, g_.nl_term, lv.acc)) continue;
             } else if (!p.step(st, g_.label_term[f], 0)) {
                 continue;
@@ -159,11 +237,12 @@ bool Matcher::eos_ok(const MState& m, Scratch& s) {
     return false;
 }
 
-bool Matcher::is_accepting() {
-    if (st_.finished) return false;
-    Scratch& s = thread_scratch();
-    s.begin(g_);
-    return eos_ok(st_, s);
+int Matcher::is_accepting() {
+    return guarded(thread_scratch(), "is_accepting", -1, [&](Scratch& s) {
+        if (st_.finished) return 0;
+        begin_call(s);
+        return eos_ok(st_, s) ? 1 : 0;
+    });
 }
 
 bool Matcher::step_token(const MState& from, int32_t token, MState& to, Scratch& s) {
@@ -176,7 +255,7 @@ bool Matcher::step_token(const MState& from, int32_t token, MState& to, Scratch&
     }
     int64_t lo = g_.v_bytes_off[token], hi = g_.v_bytes_off[token + 1];
     if (lo == hi) return false;
-    Parser p(g_, pools_, s.pools);
+    Parser p(g_, pools_, s.pools, s.budget);
     Lexer lexer(g_);
     std::vector<Live> next;
     // memo of parser questions: (pending + emitted, entered set) -> answer
@@ -246,56 +325,55 @@ bool Matcher::step_token(const MState& from, int32_t token, MState& to, Scratch&
 }
 
 int Matcher::advance(int32_t token) {
-    if (st_.finished) return 2;
-    Scratch& s = thread_scratch();
-    s.begin(g_);
-    MState to;
-    if (!step_token(st_, token, to, s)) return 1;
-    history_.push_back(std::move(st_));
-    st_ = std::move(to);
-    return 0;
+    return guarded(thread_scratch(), "an advance", 3, [&](Scratch& s) {
+        if (st_.finished) return 2;
+        begin_call(s);
+        MState to;
+        if (!step_token(st_, token, to, s)) return 1;
+        push_history(std::move(st_));
+        st_ = std::move(to);
+        return 0;
+    });
 }
 
-size_t Matcher::advance_many(const int32_t* tokens, size_t n) {
-    Scratch& s = thread_scratch();
-    size_t stack_mark = pools_.stack.size(), level_mark = pools_.levels.size();
-    MState cur = st_;
-    std::vector<MState> states;
-    for (size_t i = 0; i < n; ++i) {
-        s.begin(g_);
-        MState to;
-        if (cur.finished || !step_token(cur, tokens[i], to, s)) {
-            pools_.stack.resize(stack_mark);  // nothing changes when a token is refused
-            pools_.levels.resize(level_mark);
-            return i;
+int64_t Matcher::advance_many(const int32_t* tokens, size_t n) {
+    return guarded(thread_scratch(), "an advance", int64_t(-1), [&](Scratch& s) -> int64_t {
+        PoolMark mark(pools_);  // nothing changes when a token is refused
+        MState cur = st_;
+        std::vector<MState> states;
+        for (size_t i = 0; i < n; ++i) {
+            begin_call(s);
+            MState to;
+            if (cur.finished || !step_token(cur, tokens[i], to, s)) return int64_t(i);
+            states.push_back(std::move(cur));
+            cur = std::move(to);
         }
-        states.push_back(std::move(cur));
-        cur = std::move(to);
-    }
-    for (auto& m : states) history_.push_back(std::move(m));
-    st_ = std::move(cur);
-    return n;
+        mark.keep = true;
+        for (auto& m : states) push_history(std::move(m));
+        st_ = std::move(cur);
+        return int64_t(n);
+    });
 }
 
-size_t Matcher::validate(const int32_t* tokens, size_t n) {
-    Scratch& s = thread_scratch();
-    size_t stack_mark = pools_.stack.size(), level_mark = pools_.levels.size();
-    MState cur = st_;
-    size_t i = 0;
-    for (; i < n; ++i) {
-        s.begin(g_);
-        MState to;
-        if (cur.finished || !step_token(cur, tokens[i], to, s)) break;
-        cur = std::move(to);
-    }
-    pools_.stack.resize(stack_mark);  // nothing of a validation stays committed
-    pools_.levels.resize(level_mark);
-    return i;
+int64_t Matcher::validate(const int32_t* tokens, size_t n) {
+    return guarded(thread_scratch(), "a validate", int64_t(-1), [&](Scratch& s) -> int64_t {
+        PoolMark mark(pools_);  // nothing of a validation stays committed
+        MState cur = st_;
+        size_t i = 0;
+        for (; i < n; ++i) {
+            begin_call(s);
+            MState to;
+            if (cur.finished || !step_token(cur, tokens[i], to, s)) break;
+            cur = std::move(to);
+        }
+        return int64_t(i);
+    });
 }
 
 bool Matcher::rollback(size_t n) {
-    if (n > history_.size()) return false;
+    if (error_ || n > history_.size()) return false;
     if (n) {
+        for (size_t k = history_.size() - n; k < history_.size(); ++k) history_bytes_ -= state_bytes(history_[k]);
         st_ = std::move(history_[history_.size() - n]);
         history_.resize(history_.size() - n);
     }

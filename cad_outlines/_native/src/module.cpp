@@ -357,15 +357,21 @@ static void bind_lazy_store(nb::class_<PyGrammar>& cls) {
 // The matcher (matcher.h).
 static void bind_matcher(nb::module_& m) {
     nb::class_<Matcher>(m, "Matcher")
-        .def("__init__", [](Matcher* self, const PyGrammar& pg) { new (self) Matcher(pg.g); }, "grammar"_a,
-             nb::keep_alive<1, 2>())
+        .def("__init__", [](Matcher* self, const PyGrammar& pg, int64_t max_reductions, int64_t max_depth,
+                            int64_t max_bytes) {
+                 auto lim = [](int64_t v) { return v < 0 ? INT64_MAX : v; };  // -1: unbounded
+                 new (self) Matcher(pg.g, MatcherLimits{lim(max_reductions), lim(max_depth), lim(max_bytes)});
+             }, "grammar"_a, "max_reductions"_a = -1, "max_depth"_a = -1, "max_bytes"_a = -1,
+             nb::keep_alive<1, 2>(),
+             "A matcher; the limits (-1: unbounded) bound every call's work: exceeding one sets `error`.")
         .def("fill", [](Matcher& self, Words out) {
                  uint32_t* w = words_of(out, self.grammar(), 1);
                  Matcher* one = &self;
                  ensure_rows(&one, 1);
                  ReadLocks locks(self);
-                 self.fill_mask(w, thread_scratch());
-             }, "out"_a, "Write the legal next tokens as packed bits into `out` (int32 words).")
+                 return self.fill_mask(w, thread_scratch());
+             }, "out"_a, "Write the legal next tokens as packed bits into `out` (int32 words); False: the matcher "
+             "is in error (only EOS is set).")
         .def("fill_profiled", [](Matcher& self, Words out) {
                  uint32_t* w = words_of(out, self.grammar(), 1);
                  int64_t ns[4] = {0, 0, 0, 0};
@@ -378,22 +384,29 @@ static void bind_matcher(nb::module_& m) {
         .def("advance", [](Matcher& self, int32_t token) {
                  ReadLocks locks(self);
                  return self.advance(token);
-             }, "token"_a)
+             }, "token"_a, "0 consumed, 1 not allowed, 2 after EOS, 3 in error")
         .def("advance_many", [](Matcher& self, Tokens t) {
                  ReadLocks locks(self);
                  return self.advance_many(t.data(), t.size());
-             }, "tokens"_a)
+             }, "tokens"_a, "index of the first token not allowed (all: len), -1 in error")
         .def("validate", [](Matcher& self, Tokens t) {
                  ReadLocks locks(self);
                  return self.validate(t.data(), t.size());
-             }, "tokens"_a)
+             }, "tokens"_a, "how many leading tokens are allowed, -1 in error")
         .def("rollback", &Matcher::rollback, "n"_a)
         .def("is_accepting", [](Matcher& self) {
                  ReadLocks locks(self);
                  return self.is_accepting();
-             })
+             }, "1 / 0, -1 in error")
         .def("is_finished", &Matcher::is_finished)
         .def_prop_ro("consumed", &Matcher::consumed)
+        .def_prop_ro("committed_bytes", &Matcher::committed_bytes)
+        .def_prop_ro("error", [](const Matcher& self) -> std::optional<std::tuple<std::string, int64_t, int64_t,
+                                                                                   std::string>> {
+                 if (!self.error()) return std::nullopt;
+                 const MatcherError& e = *self.error();
+                 return std::make_tuple(e.limit, e.value, e.maximum, e.what);
+             }, "None, or why the matcher stopped: (limit, value reached (-1: out of memory), limit's value, call)")
         .def_rw("parser_checks", &Matcher::parser_checks)
         .def("live", [](const Matcher& self) {
                  std::vector<std::tuple<int32_t, std::vector<int32_t>, int32_t>> out;
@@ -408,7 +421,8 @@ static void bind_matcher(nb::module_& m) {
 static void bind_batch(nb::module_& m) {
     m.def("fill_batch", [](std::vector<Matcher*> matchers, Words out, std::vector<int64_t> rows) {
               if (matchers.size() != rows.size()) throw std::invalid_argument("one row index per matcher");
-              if (matchers.empty()) return;
+              std::vector<int64_t> failed;
+              if (matchers.empty()) return failed;
               if (out.ndim() != 2) throw std::invalid_argument("bitmask must be 2-D (batch, words)");
               const size_t R = out.shape(0), W = out.shape(1);
               for (size_t i = 0; i < matchers.size(); ++i) {
@@ -423,10 +437,11 @@ static void bind_batch(nb::module_& m) {
               ensure_rows(matchers.data(), matchers.size());
               nb::gil_scoped_release release;
               ReadLocks locks(matchers.data(), matchers.size());
+              std::vector<uint8_t> ok(matchers.size(), 1);
               auto fill = [&](size_t i) {
                   uint32_t* row = base + size_t(rows[i]) * W;
                   std::fill(row, row + W, 0u);
-                  matchers[i]->fill_mask(row, thread_scratch());
+                  ok[i] = matchers[i]->fill_mask(row, thread_scratch());
               };
               // The first mask, timed, tells whether the rest is worth waking the pool for: for
               // cheap masks (a few microseconds each) waking a thread costs more than it saves.
@@ -439,9 +454,12 @@ static void bind_batch(nb::module_& m) {
               } else {
                   parallel_for(rest, [&](size_t i) { fill(i + 1); });
               }
+              for (size_t i = 0; i < ok.size(); ++i)
+                  if (!ok[i]) failed.push_back(int64_t(i));
+              return failed;
           }, "matchers"_a, "bitmask"_a, "rows"_a,
           "Fill row rows[i] of `bitmask` with matcher i's mask, all at once on the thread pool with the GIL "
-          "released.");
+          "released; returns the indices of the matchers in error (their rows allow only EOS).");
     m.def("pool_threads", &pool_threads);
 
 }

@@ -7,22 +7,28 @@ namespace cad {
 bool Parser::feed(PState& st, int32_t term) const {
     if (term < 0 || !st.ok()) return false;
     const int32_t nT = g_.n_terms, nN = g_.n_nonterms;
-    int32_t ref = st.stack;
+    int32_t ref = st.stack, depth = st.depth;
     while (true) {
         int32_t top = node(ref, true).value;
         int32_t a = g_.p_action[size_t(top) * nT + term];
         if (a == 0) return false;
         if (a > 0) {
+            st.depth = deeper(depth);
             st.stack = push(ref, a - 1, true);
             return true;
         }
+        if (++b_.reductions > b_.max_reductions)
+            throw LimitExceeded{"max_reductions_per_token", b_.reductions, b_.max_reductions};
         int32_t r = -a - 1;
         for (int32_t k = g_.p_rule_len[r]; k > 0; --k) ref = node(ref, true).parent;
+        depth -= g_.p_rule_len[r];
         int32_t nxt = g_.p_goto[size_t(node(ref, true).value) * nN + g_.p_rule_lhs[r]];
         if (nxt < 0) return false;
+        depth = deeper(depth);
         ref = push(ref, nxt, true);
         if (term == g_.end_term && nxt == g_.end_state) {
             st.stack = ref;
+            st.depth = depth;
             return true;
         }
     }

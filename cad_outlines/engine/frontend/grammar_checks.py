@@ -19,7 +19,7 @@ import lark
 
 from .terminals import GrammarCompileError
 
-__all__ = ["check_language", "missing_start_error", "start_candidates"]
+__all__ = ["check_language", "missing_start_error", "produced_terminals", "start_candidates"]
 
 
 def _rule_references(tree) -> set[str]:
@@ -82,10 +82,7 @@ def check_language(lk: lark.Lark, spec, start: str | None = None) -> None:
             pattern = next((t.pattern.value for t in lk.terminals if t.name == automaton.name), "?")
             raise GrammarCompileError(automaton.name, f"{pattern!r} can never match any text "
                                       "(its language is empty), so the grammar could never use it")
-    produced = {spec.labels[x] for a in spec.automata for x in a.label.tolist() if x >= 0}
-    postlex = lk.options.postlex
-    if getattr(postlex, "NL_type", None):
-        produced |= {postlex.INDENT_type, postlex.DEDENT_type}
+    produced = produced_terminals(lk, spec)
     start = start or lk.options.start[0]
     productive = _productive(lk.rules, produced)
     if start in productive:
@@ -96,8 +93,22 @@ def check_language(lk: lark.Lark, spec, start: str | None = None) -> None:
     if declared:
         why += (f" ({', '.join(declared)} {'is' if len(declared) == 1 else 'are'} %declare'd: only a postlexer "
                 "makes them; _INDENT/_DEDENT need postlex='python' and a _NEWLINE terminal)")
+    dropped = [m for m in missing if m in set(lk.ignore_tokens)]
+    if dropped:
+        why += (f" ({', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} %ignore'd: the lexer drops "
+                f"{'it' if len(dropped) == 1 else 'them'} before the parser sees {'it' if len(dropped) == 1 else 'them'})")
     raise GrammarCompileError(start, f"the grammar's language is empty: rule {start} derives no text; {why}",
                               kind="rule")
+
+
+def produced_terminals(lk: lark.Lark, spec) -> set[str]:
+    """The terminals the parser can be fed: those the lexer's automata label (and do not drop), and the
+    indenter's."""
+    produced = {spec.labels[x] for a in spec.automata for x in a.label.tolist() if x >= 0 and x not in spec.ignored}
+    postlex = lk.options.postlex
+    if getattr(postlex, "NL_type", None):
+        produced |= {postlex.INDENT_type, postlex.DEDENT_type}
+    return produced
 
 
 def _productive(rules: Sequence, produced: set[str]) -> set[str]:

@@ -163,8 +163,15 @@ class ReferenceMatcher:
         nl_label = lexer.spec.indent_label
         for cfg, pending, acc in live:
             final = lexer.final_labels(cfg)
-            if final is None or (nl_label in final and acc < 0):
+            if final is None:
                 continue
+            if nl_label in final and acc < 0:
+                # a NEWLINE with no line break (a comment ending the text): lark's Indenter drops it inside
+                # brackets before reading its indentation, and fails on it outside them
+                state = parser._run(self._names(pending))
+                if state is None or state[2] == 0:
+                    continue
+                final = [x for x in final if x != nl_label]
             tail = tuple(encode_indent(acc, True) if x == nl_label else x for x in final if x is not None)
             if parser.accepts(self._names(pending + tail) + (END,)):
                 return True

@@ -159,6 +159,14 @@ def _csr(chunks, dtype=np.int32) -> tuple[np.ndarray, np.ndarray]:
     return offs.astype(np.int64), data.astype(dtype)
 
 
+def _cat(arrays: list, dtype, width: int | None = None) -> np.ndarray:
+    """np.concatenate of `arrays` as `dtype`; none (a grammar without terminals): an empty array of rows of
+    `width` (if given)."""
+    if arrays:
+        return np.concatenate(arrays).astype(dtype)
+    return np.zeros((0, width) if width else 0, dtype=dtype)
+
+
 def _parser_arrays(tables, ind, label_names: list[str], out: dict, meta: dict) -> None:
     """The ``p_*`` arrays and ``label_term`` of parse tables, an indenter (or None) and the lexer's labels."""
     arr = tables.arrays()
@@ -207,13 +215,13 @@ def _spec_arrays(spec: LexerSpec, out: dict, meta: dict) -> list[int]:
     np.cumsum(sizes, out=off[1:])
     out["l_auto_off"] = off.astype(np.int32)
     state_off = np.repeat(out["l_auto_off"][:-1], sizes)  # per global state: its automaton's first
-    out["l_trans"] = (np.concatenate([a.trans for a in autos]) + state_off[:, None]).astype(np.int32).reshape(-1)
-    out["l_label"] = np.concatenate([a.label for a in autos]).astype(np.int32)
-    out["l_live"] = np.concatenate([a.live for a in autos]).astype(np.uint8)
-    out["l_block"] = np.concatenate([a.block for a in autos]).astype(np.uint8).reshape(-1)
-    out["l_blocked"] = np.concatenate([a.blocked for a in autos]).astype(np.uint8)
-    out["l_pending"] = np.concatenate([a.pending for a in autos]).astype(np.uint8)
-    out["l_shadow"] = (np.concatenate([a.shadow for a in autos]) + state_off).astype(np.int32)
+    out["l_trans"] = (_cat([a.trans for a in autos], np.int64, 256) + state_off[:, None]).astype(np.int32).reshape(-1)
+    out["l_label"] = _cat([a.label for a in autos], np.int32)
+    out["l_live"] = _cat([a.live for a in autos], np.uint8)
+    out["l_block"] = _cat([a.block for a in autos], np.uint8, 256).reshape(-1)
+    out["l_blocked"] = _cat([a.blocked for a in autos], np.uint8)
+    out["l_pending"] = _cat([a.pending for a in autos], np.uint8)
+    out["l_shadow"] = (_cat([a.shadow for a in autos], np.int64) + state_off).astype(np.int32)
     out["l_dead"] = np.array([off[i] + a.dead for i, a in enumerate(autos)], dtype=np.int32)
     guard = np.full(int(off[-1]), -1, dtype=np.int32)
     for (i, s), gidx in spec.guard_of.items():

@@ -694,9 +694,12 @@ class GrammarAnalysis:
             workers = 2 if len(queries) > 4096 and _cpus() >= 2 else 1
         mine = range(len(chunks))
         theirs = None
+        import multiprocessing
+
+        if multiprocessing.current_process().daemon:  # a Pool worker may not fork children: work alone
+            workers = 1
         if workers > 1 and len(chunks) > 1:
             import concurrent.futures
-            import multiprocessing
 
             global _FORKED
             _FORKED = (self, queries, chunks)

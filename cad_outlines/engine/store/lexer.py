@@ -407,35 +407,42 @@ class Lexer:
 
 def lexer_spec_from_lark(lk: lark.Lark) -> LexerSpec:
     """The :class:`~.lexer.LexerSpec` of a grammar loaded by lark: the scanner terminals in
-    lark's order, each with per-state labels after the "unless" rule (an ignored terminal
-    keeps its own label, as lark drops it before retyping matters) and its ``block``
+    lark's order, each with per-state labels after the "unless" rule and its ``block``
     table; the ignored labels; the indenter's NEWLINE label if lark has a postlexer with
-    ``NL_type`` (``PythonIndenter``)."""
+    ``NL_type`` (``PythonIndenter``).
+
+    Whether a lexeme is dropped is decided by the terminal that matched it, before the "unless"
+    retyping (lark's ``BasicLexer.next_token``): an ignored terminal keeps its own label (it is
+    dropped whatever its type), and a terminal that is not ignored, retyped to an ignored string
+    terminal, passes that type to the parser. A label is therefore a (type, dropped) pair: the same
+    name can be two labels, one dropped and one not."""
     ts = compile_terminals(lk)
     labels: list[str] = []
-    label_ids: dict[str, int] = {}
+    label_ids: dict[tuple[str, bool], int] = {}
     automata = []
     for name in ts.scanner:
-        trans, labs, block = ts.labeled(name, retype=not ts[name].ignored)
+        dropped = ts[name].ignored
+        trans, labs, block = ts.labeled(name, retype=not dropped)
         ids = []
         for lab in labs:
-            if lab is not None and lab not in label_ids:
-                label_ids[lab] = len(labels)
+            if lab is not None and (lab, dropped) not in label_ids:
+                label_ids[lab, dropped] = len(labels)
                 labels.append(lab)
-            ids.append(-1 if lab is None else label_ids[lab])
+            ids.append(-1 if lab is None else label_ids[lab, dropped])
         automata.append(TerminalAutomaton.build(name, trans, np.asarray(ids, dtype=np.int32), block))
-    ignored = frozenset(label_ids[n] for n in ts.ignore if n in label_ids)
+    ignored = frozenset(i for (_, dropped), i in label_ids.items() if dropped)
     postlex = lk.options.postlex
     nl_type = getattr(postlex, "NL_type", None)
     if nl_type is None:
         return LexerSpec(automata, labels, ignored)
-    if nl_type not in label_ids:
+    if (nl_type, False) not in label_ids:
         raise GrammarCompileError(
             nl_type, f"the grammar is read with an indenter ({type(postlex).__name__}: a grammar that %declares "
             f"_INDENT _DEDENT gets lark's PythonIndenter unless postlex=None), which finds indentation in "
             f"{nl_type} lexemes, but the grammar has no terminal {nl_type}; define it (python.lark's: "
             f"`_NEWLINE: ( /\\r?\\n[\\t ]*/ | COMMENT )+`) or compile with postlex=None")
-    return LexerSpec(automata, labels, ignored, indent_label=label_ids[nl_type], tab_len=getattr(postlex, "tab_len", 8))
+    return LexerSpec(automata, labels, ignored, indent_label=label_ids[nl_type, False],
+                     tab_len=getattr(postlex, "tab_len", 8))
 
 
 def lexer_spec_from_dfas(terminals) -> LexerSpec:

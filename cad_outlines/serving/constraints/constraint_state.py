@@ -11,8 +11,10 @@ packed masks of a whole batch: the grammar part in ONE call (:func:`fill_grammar
 the place to use the engine's batch API), then each request's own restrictions.
 
 A request that goes wrong at decode time (its grammar state admits nothing, a script
-token the grammar refuses) is not allowed to take the batch down: its ``error`` is set
-and it may only emit EOS from then on, so it ends; the processor logs the error.
+token the grammar refuses, its matcher stopped by a decode-time limit:
+``Limits.max_reductions_per_token`` and the rest) is not allowed to take the batch down: its
+``error`` is set and it may only emit EOS from then on, so it ends; the processor logs the
+error. The others' masks are computed as if it were not there.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ...errors import ProgramError
 from ...engine import matcher as matcher_module
 from ...engine.compiled_grammar import CompiledGrammar
 from ...engine.matcher import InvalidTokenError, Matcher, forced_tokens
+from ...errors import MatcherLimitError
 from .request import ConstraintRequest
 
 __all__ = ["SequenceConstraint", "TokenTables", "SessionStore", "batch_masks", "fill_grammar_masks",
@@ -43,19 +46,29 @@ def packed_words(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
-def fill_grammar_masks(matchers: Sequence[Matcher], bitmask: np.ndarray) -> None:
+def fill_grammar_masks(matchers: Sequence[Matcher], bitmask: np.ndarray) -> dict[int, MatcherLimitError]:
     """Write the legal next tokens of ``matchers[i]`` into ``bitmask[i]`` (packed int32
     words, llguidance/xgrammar layout). The only place the batch's grammar masks are
-    computed: it uses the engine's ``fill_next_token_bitmask_batch`` when there is one."""
+    computed: it uses the engine's ``fill_next_token_bitmask_batch`` when there is one.
+    Returns the matchers a decode-time limit stopped, by index, with why (their rows allow
+    only EOS; every other row is filled)."""
     if not len(matchers):
-        return
+        return {}
     batch = getattr(matcher_module, "fill_next_token_bitmask_batch", None) or getattr(
         Matcher, "fill_next_token_bitmask_batch", None)
     if batch is not None:
-        batch(list(matchers), bitmask)
-        return
+        try:
+            batch(list(matchers), bitmask)
+        except MatcherLimitError as e:
+            return {i: matchers[i].error for i in e.indices}
+        return {}
+    stopped = {}
     for i, m in enumerate(matchers):
-        m.fill_next_token_bitmask(bitmask[i])
+        try:
+            m.fill_next_token_bitmask(bitmask[i])
+        except MatcherLimitError as e:
+            stopped[i] = e
+    return stopped
 
 
 def unpack_rows(bitmask: np.ndarray, width: int) -> np.ndarray:
@@ -226,6 +239,8 @@ class SequenceConstraint:
             self.matcher.advance_many(rest)
             for t in rest:
                 self.program.feed(self.grammar.token_bytes(t))
+        except MatcherLimitError as e:
+            self._fail(f"cad_program_ids: {e}")
         except (InvalidTokenError, ProgramError, ValueError) as e:
             self._fail(f"cad_program_ids are not a valid program prefix: {e}")
 
@@ -252,6 +267,9 @@ class SequenceConstraint:
                 self.matcher.advance(tok)
             except InvalidTokenError as e:
                 self._fail(f"output token refused by the grammar: {e}")
+                continue
+            except MatcherLimitError as e:
+                self._fail(str(e))
                 continue
             self.program_tokens += 1
             self.taken.append(tok)
@@ -290,7 +308,13 @@ class SequenceConstraint:
         if not needs_spans and document is None and script is None:
             return
         allowed = unpack_rows(row[None, :], width)[0]
-        if self._forced_run_begins(allowed):
+        try:
+            forced_run = self._forced_run_begins(allowed)
+        except MatcherLimitError as e:
+            self._fail(str(e))
+            self.eos_only(row)
+            return
+        if forced_run:
             self.stop = True
             self.eos_only(row)
             return
@@ -369,7 +393,9 @@ def batch_masks(states: Sequence[SequenceConstraint], width: int) -> np.ndarray:
     rows = [i for i, s in enumerate(states) if s.wants_grammar_mask]
     if rows:
         sub = np.zeros((len(rows), bitmask.shape[1]), dtype=np.int32)
-        fill_grammar_masks([states[i].matcher for i in rows], sub)
+        stopped = fill_grammar_masks([states[i].matcher for i in rows], sub)
+        for k, error in stopped.items():
+            states[rows[k]]._fail(str(error))
         bitmask[rows] = sub
     for i, s in enumerate(states):
         s.finish_row(bitmask[i], width)

@@ -24,13 +24,9 @@ from pathlib import Path
 
 from ... import _version
 from ...engine import compile as compile_module
-from ...engine.compile import cached_path, compile_grammar, compile_json_schema, wait_for_cache_writes
+from ...engine.compile import cached_path, compile_grammar, compile_json_schema, validate_grammar, wait_for_cache_writes
 from ...engine.compiled_grammar import CompiledGrammar
-from ...engine.frontend.grammar_checks import check_language
-from ...engine.frontend.grammar_load import load_rules
-from ...engine.frontend.lalr import parse_tables
 from ...engine.frontend.terminals import GrammarCompileError
-from ...engine.store.lexer import lexer_spec_from_lark
 from ...engine.vocabulary import Vocabulary
 from ...errors import GrammarError, ResourceLimitError
 from ...grammars import available_grammars, grammar_path
@@ -136,13 +132,11 @@ def check_grammar(spec: GrammarSpec) -> None:
 
 
 def _check_loads(source, start) -> None:
-    """What a compile checks before any vocabulary work: lark reads the grammar, every
-    terminal compiles, the language is not empty, the LALR tables have no conflict."""
+    """What a compile checks before any vocabulary work (:func:`~cad_outlines.engine.compile.validate_grammar`:
+    lark reads the grammar, every terminal compiles, the language is not empty, the LALR tables have no
+    conflict and no cycle of reductions the parser can reach)."""
     with enforcing(server_limits().compile):  # the library's limits (CAD_OUTLINES_MAX_*), as in the compile
-        lk = load_rules(source, start=start)
-        spec = lexer_spec_from_lark(lk)
-        check_language(lk, spec, lk.options.start[0])
-        parse_tables(lk.rules, lk.options.start[0])
+        validate_grammar(source, start=start)
 
 
 _BYTES_VOCAB: list[Vocabulary] = []

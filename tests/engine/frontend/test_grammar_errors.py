@@ -104,6 +104,13 @@ def test_declared_indent_without_newline_terminal_says_why(vocab):
     assert msg.startswith("terminal _NEWLINE:") and "%declares _INDENT _DEDENT" in msg and "postlex=None" in msg
 
 
+def test_a_rule_that_needs_an_ignored_terminal_is_an_empty_language(vocab):
+    """lark drops %ignore'd lexemes before the parser: `start: WS "a"` with `%ignore WS` accepts nothing."""
+    with pytest.raises(GrammarCompileError) as info:
+        compile_grammar('start: WS "a"\n%import common.WS\n%ignore WS\n', vocab, cache=False, progress=False)
+    assert "language is empty" in str(info.value) and "WS is %ignore'd" in str(info.value)
+
+
 def test_rules_that_never_end_are_an_empty_language(vocab):
     with pytest.raises(GrammarCompileError, match="rule start: the grammar's language is empty.*never end"):
         compile_grammar('start: b\nb: b "x"\n', vocab, cache=False, progress=False)

@@ -17,6 +17,7 @@ import pytest
 from cad_outlines.engine.frontend.grammar_load import load_rules
 from cad_outlines.engine.frontend.lark_rules import compile_lark_rules
 from cad_outlines.engine.frontend.lark_syntax import parse_grammar_text
+from analysis.grammar_sampler import syntax_grammar
 from cad_outlines.errors import GrammarError
 from tests.fixture_data import SMALL, require_shared
 
@@ -85,116 +86,11 @@ def test_shared_grammar_files_are_read_here_and_equal_lark():
 
 # -- random grammars -----------------------------------------------------------------------
 
-_LITERALS = ['"a"', '"b"', '"ab"', '"("', '")"', '","', '"if"', '"x"i', '"\\\\"', '"\\""', "\"'\""]
-_REGEXPS = ["/[a-c]+/", "/x/i", "/[0-9]+(\\.[0-9]+)?/", "/\\w+/", "/a|b/"]
-
-
-def _expr(rng: random.Random, names: list[str], depth: int, templates: list[str]) -> str:
-    """One item of a rule body. Repeats (~) go on plain atoms only, and groups nest two
-    deep, so that no grammar blows up (lark multiplies out nested alternatives)."""
-    r = rng.random()
-    group = depth > 0 and r >= 0.45
-    if not group:
-        k = rng.random()
-        if k < 0.45:
-            atom = rng.choice(names)
-        elif k < 0.7:
-            atom = rng.choice(_LITERALS)
-        elif k < 0.8:
-            atom = rng.choice(_REGEXPS)
-        elif k < 0.9:
-            atom = '"a".."f"'
-        elif templates:
-            atom = "%s{%s}" % (rng.choice(templates), rng.choice(names + _LITERALS[:3]))
-        else:
-            atom = rng.choice(names)
-    elif r < 0.75:
-        atom = "(" + _alts(rng, names, depth - 1, templates) + ")"
-    elif r < 0.85:
-        atom = "[" + _alts(rng, names, depth - 1, templates) + "]"
-    else:
-        atom = "(" + " ".join(_expr(rng, names, depth - 1, templates) for _ in range(rng.randint(1, 2))) + ")"
-    op = rng.random()
-    if group:  # optional groups inside optional groups make lark's "Rules defined twice"
-        return atom + ("+" if op < 0.1 else "")
-    if op < 0.08:
-        return atom + "?"
-    if op < 0.2:
-        return atom + "*"
-    if op < 0.34:
-        return atom + "+"
-    if op < 0.4:
-        return atom + " ~ %d" % rng.randint(1, 3)
-    if op < 0.46:  # 0..61 exercises lark's split of long repeats into helper rules
-        lo = rng.randint(0, 2)
-        return atom + " ~ %d..%d" % (lo, lo + rng.choice([0, 1, 2, 59]))
-    return atom
-
-
-def _alts(rng: random.Random, names: list[str], depth: int, templates: list[str]) -> str:
-    return " | ".join(" ".join(_expr(rng, names, depth, templates) for _ in range(rng.randint(int(rng.random() >= 0.1), 2)))
-                      for _ in range(rng.randint(1, 3)))
-
-
-def _random_grammar(rng: random.Random) -> str:
-    rules = ["start"] + [rng.choice(["", "_", "", ""]) + "r%d" % i for i in range(rng.randint(1, 5))]
-    terms = [rng.choice(["", "_"]) + "T%d" % i for i in range(rng.randint(0, 3))]
-    imported = rng.sample(["NUMBER", "WORD", "INT", "ESCAPED_STRING", "WS", "CNAME"], rng.randint(0, 2))
-    names = rules + terms + imported + (["UNDEFINED"] if rng.random() < 0.05 else [])
-    templates = [rng.choice(["tpl", "_tpl"])] if rng.random() < 0.3 else []
-    lines = []
-    if templates:
-        lines.append(templates[0] + rng.choice(['{x}: x ("," x)*', '{x}: "[" x "]" | x']))
-    for name in rules:
-        mod = rng.choice(["", "", "?", "!", "!?"]) if not name.startswith("_") or rng.random() < 0.02 else ""
-        prio = ".%d" % rng.randint(-1, 3) if rng.random() < 0.1 else ""
-        alts = []
-        for _ in range(rng.randint(1, 3)):
-            body = " ".join(_expr(rng, names, 2, templates) for _ in range(rng.randint(int(rng.random() >= 0.1), 3)))
-            if rng.random() < (0.2 if not name.startswith("_") else 0.02):
-                body += " -> al%d" % rng.randint(0, 3)
-            alts.append(body)
-        sep = rng.choice([" | ", "\n    | "])
-        lines.append(f"{mod}{name}{prio}: " + sep.join(alts))
-    for name in terms:
-        prio = ".%d" % rng.randint(0, 3) if rng.random() < 0.2 else ""
-        earlier = terms[:terms.index(name)] + (terms[-1:] if rng.random() < 0.03 else [])  # rarely recursive
-        tnames = earlier + imported
-        body = " | ".join(" ".join(_term_atom(rng, tnames) for _ in range(rng.randint(1, 3)))
-                          for _ in range(rng.randint(1, 2)))
-        lines.append(f"{name}{prio}: {body}")
-    if len(imported) == 1 or (imported and rng.random() < 0.5):
-        lines += ["%%import common.%s" % n for n in imported]
-    elif imported:
-        lines.append("%%import common (%s)" % ", ".join(imported))
-    if rng.random() < 0.5:
-        lines.append(rng.choice(['%ignore " "', "%ignore WS\n%import common.WS", "%ignore /[ \\t]+/"]))
-    if rng.random() < 0.1:
-        lines.append("%declare DECL")
-    if rng.random() < 0.05:
-        lines.append(rng.choice(["r0: r0", "start: start", "a::", "%import common", '"x"']))  # errors
-    rng.shuffle(lines)
-    return "\n".join(lines) + "\n"
-
-
-def _term_atom(rng: random.Random, tnames: list[str]) -> str:
-    k = rng.random()
-    if k < 0.3 and tnames:
-        atom = rng.choice(tnames)
-    elif k < 0.6:
-        atom = rng.choice(_LITERALS)
-    elif k < 0.8:
-        atom = rng.choice(_REGEXPS)
-    else:
-        atom = '"0".."9"'
-    return atom + rng.choice(["", "", "?", "*", "+", " ~ 2", " ~ 1..3"])
-
-
 def test_random_grammars_equal_lark():
     rng = random.Random(20261123)
     equal = rejected = 0
     for _ in range(400):
-        text = _random_grammar(rng)
+        text = syntax_grammar(rng)
         ref = _lark(text, ["start"], [])
         ours = compile_lark_rules(text, [], ["start"])
         if ref is None:

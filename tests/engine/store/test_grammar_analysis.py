@@ -179,3 +179,22 @@ def test_grammar_reduction_drops_useless_rules():
     g = Grammar.from_lark(lk)
     names = {g.name(lhs) for lhs, _ in g.rules}
     assert names == {"start"}  # b is unproductive, c unreachable
+
+
+def _never_legal_in_a_pool_worker(queries):
+    ga, _ = analysis(EXPR)
+    return ga.never_legal_many(queries, batch=2, workers=2)  # two workers: it would fork a child
+
+
+def test_never_legal_many_works_alone_in_a_daemonic_process():
+    """compile_grammar inside a multiprocessing.Pool worker (a daemonic process, which may not fork
+    children) raised AssertionError from streamlining's forked helper (found by the grammar fuzzer)."""
+    import multiprocessing
+
+    ga, lk = analysis(EXPR)
+    names = {t.pattern.value: t.name for t in lk.terminals}
+    queries = [((names["="], names[";"]), None), ((names["("], names[")"]), None), ((names["print"],), START),
+               ((names[";"], names["+"]), None), ((names["*"],), START)]
+    want = ga.never_legal_many(queries, batch=2, workers=1)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply(_never_legal_in_a_pool_worker, (queries,)) == want

@@ -6,17 +6,18 @@ from __future__ import annotations
 import csv
 import shlex
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cad_outlines.edits import Copy, Gen, oracle_program, split_lines
+from cad_outlines.edits import Copy, Gen, number_lines, oracle_program, split_lines
 from cad_outlines.edits.metrics import (KernelCurve, SuffixAutomaton, approx_token_offsets, copy_coverage,
                                         greedy_token_cover, speedup_bound)
 from cad_outlines.edits.resolve import resolve_op
 
 from .datasets import (LENGTH_BUCKETS, OVER, REPO, add_corpus_arguments, changed_fraction, corpora_from_args, report_stem,
                        corpus_argv, length_bucket, sample_by_bucket, shared_data_dir)
+from .formats import LABELS as FORMAT_LABELS, add_format_argument, format_argv, format_programs, method_label, parse_formats
 from .report import markdown_table, pct, write_report
 
 DESCRIPTION = "copy ceiling: line-level and token-level copy coverage, tag costs, wall-clock bound"
@@ -85,10 +86,11 @@ def read_kernel_curves(path: str | Path, select: str | None = None) -> dict[str,
         rows = list(csv.DictReader(f))
     if not rows or not {"n", "speedup"} <= set(rows[0]):
         raise SystemExit(f"{path}: need columns n and speedup (got {list(rows[0]) if rows else 'no rows'})")
+    columns = list(rows[0])
     for pair in filter(None, (select or "").split(",")):
         key, _, value = pair.partition("=")
-        if key not in rows[0]:
-            raise SystemExit(f"--kernel-select: no column {key!r} in {path} (columns: {', '.join(rows[0])})")
+        if key not in columns:
+            raise SystemExit(f"--kernel-select: no column {key!r} in {path} (columns: {', '.join(columns)})")
         rows = [r for r in rows if r[key] == value]
     if not rows:
         raise SystemExit(f"--kernel-select {select!r} matches no row of {path}")
@@ -103,6 +105,30 @@ def read_kernel_curves(path: str | Path, select: str | None = None) -> dict[str,
 
 
 @dataclass
+class Cost:
+    """One way of writing edits (regeneration, the CaD program, an edit format), summed over the
+    cases it can write: output tokens, the CaD program's tokens on the same cases and the cases
+    where it is shorter; with a tracer (:class:`~analysis.format_costs.Tracer`), the tokens the
+    model chooses under its constraint (the rest forced; the end token included where the model
+    chooses it) and the forwards after the prompt, else None."""
+
+    cases: int = 0
+    tokens: int = 0
+    cad_tokens: int = 0
+    shorter: int = 0
+    chosen: int | None = None
+    forwards: int | None = None
+
+    def add(self, other: Cost) -> None:
+        first = not self.cases
+        for key in ("cases", "tokens", "cad_tokens", "shorter"):
+            setattr(self, key, getattr(self, key) + getattr(other, key))
+        for key in ("chosen", "forwards"):  # None once any case has none
+            mine, theirs = getattr(self, key), getattr(other, key)
+            setattr(self, key, theirs if first else None if mine is None or theirs is None else mine + theirs)
+
+
+@dataclass
 class Tally:
     """Sums over cases (per corpus, or pooled)."""
 
@@ -113,6 +139,10 @@ class Tally:
     program_tokens: int = 0
     content_tokens: int = 0
     copy_tokens: list[int] = field(default_factory=list)
+    doc_tokens: int = 0  # the input document, plain (the diff formats' prompts hold it so)
+    numbered_tokens: int = 0  # the input document with its line numbers (CaD's prompt holds it so)
+    # what each way of writing the edit costs: "regen", "copy" (the CaD program) and each edit format
+    costs: dict[str, Cost] = field(default_factory=dict)
 
     def add(self, other: Tally) -> None:
         self.cases += other.cases
@@ -123,6 +153,10 @@ class Tally:
         self.program_tokens += other.program_tokens
         self.content_tokens += other.content_tokens
         self.copy_tokens += other.copy_tokens
+        self.doc_tokens += other.doc_tokens
+        self.numbered_tokens += other.numbered_tokens
+        for name, cost in other.costs.items():
+            self.costs.setdefault(name, Cost()).add(cost)
 
     def bounds(self, curve: KernelCurve) -> tuple[float, float]:
         """(bound, tags-free bound): generated cost T_gen, or gen content alone."""
@@ -130,21 +164,38 @@ class Tally:
                      for gen in (self.program_tokens, self.content_tokens))
 
 
-def case_tally(before: str, after: str, encode: Encoder) -> Tally:
-    """Coverage and cost counts of one case (its max-copy oracle program, real tokens)."""
-    program = oracle_program(before, after, count_tokens=lambda text: len(encode(text)[0]))
+def case_tally(before: str, after: str, encode: Encoder, formats: Sequence[str] = (), trace=None) -> Tally:
+    """Coverage and cost counts of one case (its max-copy oracle program, real tokens), and what
+    regeneration, the CaD program and the oracle program in each of `formats` (analysis.formats)
+    cost; with `trace` (a :class:`~analysis.format_costs.Tracer`), the tokens each chooses and its
+    forwards too."""
+    count = lambda text: len(encode(text)[0])  # noqa: E731
+    program = oracle_program(before, after, count_tokens=count)
     out_ids, offsets = encode(after)
     src_ids = encode(before)[0]
     sam = SuffixAutomaton(src_ids)
     lines = split_lines(before)
+    program_tokens = count(program.to_text(header=False))
+    programs = {"copy": program.to_text(header=False), **format_programs(before, after, list(formats))}
+    # regeneration: every token and the end token chosen, a forward per token (the last predicts the end)
+    costs = {"regen": Cost(1, len(out_ids), program_tokens, 0, len(out_ids) + 1, len(out_ids))}
+    for name, text in programs.items():
+        if text is None:  # a line format cannot write a change of the final newline alone
+            continue
+        n = count(text)
+        chosen, forwards = trace(before, text, name) if trace else (None, None)
+        costs[name] = Cost(1, n, program_tokens, int(n < program_tokens), chosen, forwards)
     return Tally(
         cases=1,
         out_tokens=len(out_ids),
         line_covered=copy_coverage(program, before, offsets)[0],
         token_covered={m: sum(n for _, n in greedy_token_cover(sam, out_ids, m)) for m in MIN_SPANS},
-        program_tokens=len(encode(program.to_text(header=False))[0]),
+        program_tokens=program_tokens,
         content_tokens=sum(len(encode(op.text)[0]) for op in program.ops if isinstance(op, Gen)),
         copy_tokens=[len(encode(resolve_op(op, lines))[0]) for op in program.ops if isinstance(op, Copy)],
+        doc_tokens=len(src_ids),
+        numbered_tokens=count(number_lines(before)),
+        costs=costs,
     )
 
 
@@ -174,6 +225,25 @@ def tables(tallies: dict[str, Tally], curves: dict[str, KernelCurve]) -> tuple[s
         ["corpus"] + labels,
         [(name,) + tuple(sum(bucket(n) == b for n in t.copy_tokens) for b in labels) for name, t in tallies.items()])
     return cov, cost, hist
+
+
+def format_table(tallies: dict[str, Tally]) -> str:
+    """What each way of writing the edits costs, per report row: regeneration, the CaD program
+    and each edit format's oracle program: output tokens, against the CaD program on the same cases
+    (a line format cannot write a change of the final newline alone), the share of cases where it
+    is shorter; with a trace, the tokens chosen under the constraint (unconstrained: all) and
+    the forwards after the prompt, constrained and unconstrained (one per token)."""
+    rows = []
+    for group, t in tallies.items():
+        for name, c in t.costs.items():
+            rows.append((group, method_label(name, {**FORMAT_LABELS, "regen": "full regeneration", "copy": "CaD program"}),
+                         c.cases, f"{t.numbered_tokens if name == 'copy' else t.doc_tokens:,}", f"{c.tokens:,}", f"{c.tokens / max(c.cad_tokens, 1):.2f}x",
+                         "-" if name == "copy" else f"{c.shorter / max(c.cases, 1):.0%}",
+                         "-" if c.chosen is None else f"{c.chosen:,}",
+                         "-" if c.forwards is None or name == "regen" else f"{c.forwards:,}",
+                         "-" if name == "copy" else f"{c.tokens:,}"))
+    return markdown_table(["corpus", "method", "cases", "document in the prompt (tokens)", "output tokens", "x CaD program", "shorter than CaD",
+                           "tokens chosen (constrained)", "forwards (constrained)", "forwards (unconstrained)"], rows)
 
 
 def plot(tallies: dict[str, Tally], path: Path) -> None:
@@ -239,6 +309,29 @@ def add_arguments(parser) -> None:
                         help="long-file corpora (commits) only: a seeded sample of this many cases per length bucket "
                              "(default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
+    add_format_argument(parser)
+    parser.add_argument("--no-trace", action="store_true",
+                        help="skip the tokens chosen and forwards of each way of writing the edit (a model-free "
+                             "teacher-forced trace of every program under its constraint)")
+
+
+def format_section(table: str, traced: bool) -> str:
+    """The report's section on what each way of writing the edits costs."""
+    return ("**Edit formats** (`docs/edit_formats.md`): output tokens of full regeneration, the CaD program and "
+            "each format's oracle program (minimal hunks, old lines widened until unique in the file; tokenized as "
+            "the model writes it after the prompt's header), against the CaD program on the cases that format can "
+            "write (a line format cannot write a change of the final newline alone), and the share of those cases "
+            "where it is shorter. "
+            + ("Tokens chosen: the tokens the model decides under the grammar and, for a format, the document "
+               "constraint, the end token included where the model chooses it (the rest are forced, e.g. a search "
+               "line once its prefix is unique; regeneration and unconstrained runs choose every token and the "
+               "end); forwards after the prompt: constrained, a chosen token, the forced run after it and a copy's "
+               "lines share one; unconstrained, one per token (the last one predicts the end). Both from the "
+               "model-free trace of each program under its constraint (`analysis.format_costs`, the decode loop's "
+               "masks and forced runs). " if traced else "No trace (`--no-trace`): tokens chosen and forwards not "
+               "counted. ")
+            + "The CaD prompt holds the numbered document, the others the plain one (all cases of the row).\n\n"
+            + table + "\n\n")
 
 
 CHANGED_BINS = (0.002, 0.005, 0.01, 0.02, 0.05)
@@ -264,6 +357,12 @@ def by_changed_fraction(points: list[tuple[int, float, float]]) -> str:
 
 def run(args) -> int:
     tok_name, encode = load_encoder(args.tokenizer)
+    formats = parse_formats(args.formats)
+    trace = None
+    if not args.no_trace and args.tokenizer != "approx":
+        from .format_costs import Tracer
+
+        trace = Tracer(Path(args.tokenizer) if args.tokenizer else shared_data_dir() / "tokenizers" / "qwen2.5")
     curves = read_kernel_curves(args.kernel_csv, args.kernel_select) if Path(args.kernel_csv).is_file() else {}
     if not curves:
         print(f"no kernel CSV at {args.kernel_csv}: bound columns say {NO_CSV!r}")
@@ -278,7 +377,7 @@ def run(args) -> int:
         cases = sample_by_bucket(corpus, args.limit, f"{args.seed}:{corpus.name}") if corpus.bucketed else corpus
         sizes[corpus.name] = f"{len(cases)} of {len(corpus)}"
         for case in cases:
-            one = case_tally(case.before, case.after, encode)
+            one = case_tally(case.before, case.after, encode, formats, trace)
             tally.add(one)
             if corpus.bucketed:
                 by_bucket[length_bucket(case.lines_before)].add(one)
@@ -290,7 +389,8 @@ def run(args) -> int:
         pooled.add(tally)
     tallies["pooled"] = pooled
     cov, cost, hist = tables(tallies, curves)
-    print(cov, cost, hist, sep="\n\n")
+    by_format = format_table(tallies)
+    print(cov, cost, hist, by_format, sep="\n\n")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = report_stem(args, "coverage", DEFAULT)
@@ -328,7 +428,7 @@ free, for comparison with bounds that ignore them). {kernel}
 
 {cost}
 
-**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
+{format_section(by_format, trace is not None)}**Copy-span lengths** (N_k, tokens), number of copy ops per bucket:
 
 {hist}
 
@@ -341,6 +441,7 @@ free, for comparison with bounds that ignore them). {kernel}
                                                                                         getattr(args, k))]
     if args.limit is not None:
         extra += ["--limit", str(args.limit)] + (["--seed", str(args.seed)] if args.seed else [])
+    extra += format_argv(formats) + (["--no-trace"] if args.no_trace else [])
     if Path(args.kernel_csv).resolve() != DEFAULT_KERNEL_CSV.resolve():
         extra += ["--kernel-csv", args.kernel_csv]
     path = write_report(out, name, "Copy ceiling and wall-clock bound", body,

@@ -32,9 +32,17 @@ shapes, not weight values). Per case, on one model and KV cache:
 * ``cad_spec``: the same (prefill) with ``speculative=10``: inside gen bodies drafts by
   lookup in the document and the tokens written so far, accepted while they equal the
   program's tokens, verified in one forward each.
+* each edit format of ``--formats`` (search/replace, unified diff, apply_patch, str_replace;
+  ``analysis.formats``): its oracle program (minimal hunks, old lines widened until unique)
+  from the format's own prompt (its instructions and the plain document), ``F``: constrained,
+  ``CopyEditor.execute(..., format=F)`` (grammar and document constraint at every step; a forced
+  run, such as the rest of a search line once its prefix is unique, enters the KV cache in the
+  forward of the chosen token before it), and
+  ``F_free``: unconstrained, the same tokens one forward each with no mask, then applied by the
+  format's applier. Both start from the same prompt, prefilled once.
 
 Wall times include the prompt forward; "after prompt" subtracts it. Each prompt kind (plain
-for the baselines, numbered for CaD) is prefilled once per case and its time counted in every
+for the baselines, numbered for CaD, each format's own) is prefilled once per case and its time counted in every
 method that uses it; the others start from a copy of its KV cache. The closed-form
 bound (coverage study, kernel CSV) excludes the prompt, so it compares with the
 "after prompt" speedup of ``cad_prefill``. Correctness: every executed program must
@@ -48,6 +56,7 @@ import csv
 import random
 import shlex
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +66,8 @@ from cad_outlines.generators.copy_decode import CopyEditor
 from cad_outlines.generators.ngram import NgramLookup
 
 from .coverage import DEFAULT_KERNEL_CSV, Tally, case_tally, read_kernel_curves
+from .formats import (FORMATS, LABELS as FORMAT_LABELS, add_format_argument, format_argv, format_methods, format_programs,
+                      free, method_label, parse_formats)
 from .datasets import (LENGTH_BUCKETS, EditCase, OVER, add_corpus_arguments, changed_fraction, corpora_from_args, corpus_argv,
                        length_bucket, parse_buckets, report_stem, sample_by_bucket, shared_data_dir)
 from .kernel import CONFIGS, build_model, set_cudnn_attention
@@ -319,21 +330,40 @@ def run_pld(model, prompt: Prompt, targets: list[int], *, draft: int = 10, max_n
 
 
 def run_cad(editor: CopyEditor, before: str, after: str, program_text: str, instruction: str, *,
-            copy_mode: str, speculative: int = 0, prompt_s: float | None = None) -> Run:
-    """`editor.execute` of the program; `prompt_s` (the numbered prompt's forward, when this run
-    reused a kept prompt's KV) stands for its own prompt time."""
+            prompt_s: float | None = None, **execute) -> Run:
+    """`editor.execute` of the program (`execute`: its keyword arguments: copy_mode, speculative,
+    format, constrained); `prompt_s` (the prompt's forward, when this run reused a kept prompt's KV)
+    stands for its own prompt time. `tokens` counts the program's tokens, `extra["chosen"]` those the
+    model chose (the rest were forced by the grammar or the document constraint)."""
     start = time.perf_counter()
-    result = editor.execute(before, program_text, instruction, copy_mode=copy_mode, speculative=speculative)
+    result = editor.execute(before, program_text, instruction, **execute)
     wall = time.perf_counter() - start
-    if not result.complete or result.text != after or result.program_text != "<program>" + program_text.removeprefix("<program>"):
-        raise RuntimeError(f"the oracle program did not reproduce the gold text ({copy_mode}, speculative={speculative})")
+    if not result.complete or result.text != after or not result.program_text.endswith(program_text):
+        raise RuntimeError(f"the oracle program did not reproduce the gold text ({execute})")
     s = result.stats
     return Run(s.prompt_s if prompt_s is None else prompt_s, wall - s.prompt_s,
-               s.total_forwards - s.forwards["prompt"], s.generated_tokens,
+               s.total_forwards - s.forwards["prompt"], s.generated_tokens + s.fast_forwarded_tokens,
                {"forwards": dict(s.forwards), "copied": s.copied_tokens, "fast_forwarded": s.fast_forwarded_tokens,
-                "drafted": s.drafted_tokens, "accepted": s.accepted_tokens, "mask_s": s.mask_s,
-                "model_s": s.model_s, "prompt_tokens": s.prompt_tokens, "model_s_by_kind": dict(s.model_s_by_kind),
-                "tokenize_s": s.tokenize_s, "prompt_reused": s.prompt_reused_tokens})
+                "chosen": s.generated_tokens, "drafted": s.drafted_tokens, "accepted": s.accepted_tokens,
+                "mask_s": s.mask_s, "model_s": s.model_s, "prompt_tokens": s.prompt_tokens,
+                "model_s_by_kind": dict(s.model_s_by_kind), "tokenize_s": s.tokenize_s,
+                "prompt_reused": s.prompt_reused_tokens})
+
+
+def run_formats(editor: CopyEditor, case, programs: dict[str, str | None]) -> dict[str, Run]:
+    """Each format's oracle program (`programs`: text, None where the format cannot write the edit)
+    teacher-forced under its grammar and document constraint (``F``), and the same tokens decoded one
+    at a time without them (``F_free``) from the same plain prompt, prefilled once for both."""
+    runs: dict[str, Run] = {}
+    for name, text in programs.items():
+        if text is None:
+            continue
+        editor.forget_prompts()
+        runs[name] = run_cad(editor, case.before, case.after, text, case.instruction, format=name)
+        runs[free(name)] = run_cad(editor, case.before, case.after, text, case.instruction, format=name,
+                                   constrained=False, prompt_s=runs[name].prompt_s)
+    editor.forget_prompts()
+    return runs
 
 
 # --------------------------------------------------------------------------- study
@@ -400,7 +430,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kernel-csv", default=str(DEFAULT_KERNEL_CSV), help="kernel speedup CSV for the bound")
     parser.add_argument("--kernel-select", default=None, metavar="KEY=VALUE,...",
                         help="kernel CSV rows for the bound (default: config=CONFIG,dtype=DTYPE,device=DEVICE)")
-    parser.add_argument("--no-plot", action="store_true", help="skip generator.png")
+    parser.add_argument("--no-plot", action="store_true", help="skip the plots (no matplotlib needed)")
+    add_format_argument(parser)
     parser.add_argument("--report-name", default=None,
                         help="file name stem of the report, CSV and plots (default generator, generator_NAME for "
                              "--dataset NAME; --quick generator_quick)")
@@ -426,8 +457,10 @@ class CaseResult:
 
 
 def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, regen_strata: int | None = None,
-                 regen_full_max: int = 0, pld_strata: int | None = None, pld_full_max: int = 0) -> CaseResult:
-    """All methods on one case (raises if any fails to reproduce the gold output).
+                 regen_full_max: int = 0, pld_strata: int | None = None, pld_full_max: int = 0,
+                 formats: Sequence[str] = ()) -> CaseResult:
+    """All methods on one case, and each of `formats` constrained and unconstrained
+    (:func:`run_formats`); raises if any fails to reproduce the gold output.
 
     Regeneration is timed at every step when `regen_strata` is None or the gold answer has at
     most `regen_full_max` tokens, else estimated from `regen_strata` timed steps
@@ -449,7 +482,7 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, rege
     sampled = run_regen_sampled(model, prompt, targets, strata=regen_strata) if sample else None
     regen = full or sampled
     regen.extra.update(full_s=full.after_prompt_s if full else None,
-                       sampled_s=sampled.after_prompt_s if sampled else None)
+                       sampled_s=sampled.after_prompt_s if sampled else None, prompt_tokens=len(prompt.ids))
     full_pld = sampled_pld = None
     schedule = timed_pld_schedule(prompt.ids, targets, draft=draft, eos_ids=(eos,))  # one lookup for both runs
     n_verifies = len(schedule[0])
@@ -464,22 +497,38 @@ def measure_case(model, editor: CopyEditor, tokenizer, case, *, draft: int, rege
     runs = {"regen": regen, "pld": pld}
     del prompt
     editor.forget_prompts()
-    runs["cad_prefill"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill")
+    runs["cad_prefill"] = run_cad(editor, case.before, case.after, program, case.instruction)
     cad_prompt_s = runs["cad_prefill"].prompt_s
     runs["cad_skip"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="skip",
                                prompt_s=cad_prompt_s)
     runs["cad_spec"] = run_cad(editor, case.before, case.after, program, case.instruction, copy_mode="prefill",
                                speculative=draft, prompt_s=cad_prompt_s)
-    editor.forget_prompts()
+    runs.update(run_formats(editor, case, format_programs(case.before, case.after, list(formats))))
     return CaseResult("", case.id, len(targets) - 1, runs["cad_prefill"].tokens, runs, case)
 
 
-def _speedups(results: list[CaseResult], after_prompt: bool) -> dict[str, float]:
-    def total(m: str) -> float:
-        return sum(r.runs[m].after_prompt_s if after_prompt else r.runs[m].wall_s for r in results)
+def methods_of(results: list[CaseResult]) -> list[str]:
+    """The methods measured on `results`: :data:`METHODS`, then each format that ran, constrained
+    and unconstrained (:func:`free`), in :data:`~analysis.formats.FORMATS` order."""
+    ran = {m for r in results for m in r.runs}
+    return METHODS + [m for m in format_methods(list(FORMATS)) if m in ran]
 
-    base = total("regen")
-    return {m: base / total(m) for m in METHODS}
+
+def label(method: str) -> str:
+    return method_label(method, LABELS)
+
+
+def _speedups(results: list[CaseResult], after_prompt: bool) -> dict[str, float]:
+    """Regeneration's summed time over each method's, on the cases that method ran (a format
+    skips an edit it cannot write)."""
+    def total(m: str, rs: list[CaseResult]) -> float:
+        return sum(r.runs[m].after_prompt_s if after_prompt else r.runs[m].wall_s for r in rs)
+
+    out = {}
+    for m in methods_of(results):
+        rs = [r for r in results if m in r.runs]
+        out[m] = total("regen", rs) / total(m, rs)
+    return out
 
 
 def groups_of(by_corpus: dict[str, list[CaseResult]]) -> dict[str, list[CaseResult]]:
@@ -587,6 +636,62 @@ def tables(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float]) -> 
     return speed, wall, fwd
 
 
+FORMAT_ROWS = ("regen", "cad_prefill")  # the format table's rows besides the formats: regeneration and CaD
+
+
+def format_table(by_corpus: dict[str, list[CaseResult]]) -> str:
+    """The edit formats beside regeneration and CaD, per report row (corpus, length bucket,
+    pooled): output tokens, tokens the model chose (the rest forced by the grammar or the document
+    constraint; unconstrained and regeneration: every token), forwards after the prompt, prompt
+    tokens, and seconds (prompt, after it, wall), with wall and after-prompt speedups over
+    regeneration on the same cases."""
+    rows = []
+    for name, rs in groups_of(by_corpus).items():
+        for m in [*FORMAT_ROWS, *methods_of(rs)[len(METHODS):]]:
+            done = [r for r in rs if m in r.runs]
+            runs = [r.runs[m] for r in done]
+            tokens = sum(x.tokens for x in runs)
+            chosen = sum(x.extra.get("chosen", x.tokens) for x in runs)
+            prompt_tokens = sum(x.extra["prompt_tokens"] for x in runs)
+            regen_wall = sum(r.runs["regen"].wall_s for r in done)
+            regen_post = sum(r.runs["regen"].after_prompt_s for r in done)
+            wall, post = sum(x.wall_s for x in runs), sum(x.after_prompt_s for x in runs)
+            rows.append((name, label(m), len(done), f"{tokens:,}", f"{chosen:,}", f"{sum(x.forwards for x in runs):,}",
+                         f"{prompt_tokens:,}", f"{sum(x.prompt_s for x in runs):.1f}", f"{post:.1f}", f"{wall:.1f}",
+                         f"{regen_wall / wall:.2f}x / {regen_post / post:.2f}x"))
+    return markdown_table(["corpus", "method", "cases", "output tokens", "tokens chosen", "forwards after the prompt",
+                           "prompt tokens", "prompt s", "after prompt s", "wall s",
+                           "speedup vs regeneration (wall / after prompt)"], rows)
+
+
+def format_targets(by_corpus: dict[str, list[CaseResult]]) -> str | None:
+    """Issue 31's targets per report row, on the cases every compared method ran: the best
+    constrained format's wall time (prompt included) against CaD's and against the same format
+    unconstrained, each met or missed, with the measured parts of both times."""
+    lines = []
+    for name, rs in groups_of(by_corpus).items():
+        formats = [m for m in methods_of(rs)[len(METHODS):] if not m.endswith("_free")]
+        done = [r for r in rs if all(m in r.runs for f in formats for m in (f, free(f)))]
+        if not formats or not done:
+            continue
+
+        def wall(m: str) -> float:
+            return sum(r.runs[m].wall_s for r in done)
+
+        def parts(m: str) -> str:
+            runs = [r.runs[m] for r in done]
+            return (f"{wall(m):.1f} s = prompt {sum(x.prompt_s for x in runs):.1f} s + {sum(x.forwards for x in runs):,} "
+                    f"forwards {sum(x.after_prompt_s for x in runs):.1f} s")
+
+        best = min(formats, key=wall)
+        verdict = lambda ok: "met" if ok else "missed"  # noqa: E731
+        lines.append(f"* {name} ({len(done)} cases): best constrained format {label(best)}, {parts(best)}; "
+                     f"CaD {parts('cad_prefill')} (<= CaD: {verdict(wall(best) <= wall('cad_prefill'))}); "
+                     f"{label(free(best))} {parts(free(best))} (<= unconstrained: "
+                     f"{verdict(wall(best) <= wall(free(best)))}).")
+    return "\n".join(lines) or None
+
+
 def estimate_check_table(by_corpus: dict[str, list[CaseResult]]) -> str | None:
     """Cases where a baseline (regeneration, prompt lookup) was timed both whole and by strata:
     the estimate's error."""
@@ -601,15 +706,15 @@ def estimate_check_table(by_corpus: dict[str, list[CaseResult]]) -> str | None:
 
 
 def time_table(by_corpus: dict[str, list[CaseResult]]) -> str:
-    """Where the time of the CaD runs goes after the prompt: model time per forward kind
-    (seconds / forwards), grammar masking, tokenization, and the rest (Python overhead:
-    sampling, the resolver, the loop)."""
+    """Where the time of the CaD and edit-format runs goes after the prompt: model time per
+    forward kind (seconds / forwards), grammar masking (and the document constraint), tokenization,
+    and the rest (Python overhead: sampling, the resolver, the loop)."""
     groups = groups_of(by_corpus)
     kinds = ("decode", "fast_forward", "copy", "verify")
     rows = []
     for name, rs in groups.items():
-        for m in ("cad_prefill", "cad_skip", "cad_spec"):
-            runs = [r.runs[m] for r in rs]
+        for m in methods_of(rs)[2:]:
+            runs = [r.runs[m] for r in rs if m in r.runs]
             by_kind = {k: sum(x.extra["model_s_by_kind"].get(k, 0.0) for x in runs) for k in kinds}
             counts = {k: sum(x.extra["forwards"].get(k, 0) for x in runs) for k in kinds}
             mask = sum(x.extra["mask_s"] for x in runs)
@@ -631,12 +736,12 @@ def plot(by_corpus: dict[str, list[CaseResult]], bounds: dict[str, float], path:
     import matplotlib.pyplot as plt
 
     groups = groups_of(by_corpus)
-    methods = METHODS[1:]
+    methods = [m for m in methods_of(groups["pooled"])[1:] if not m.endswith("_free")]
     fig, ax = plt.subplots(figsize=(max(8, 2.4 * len(groups)), 5))
     width = 0.8 / (len(methods) + 1)
     for i, m in enumerate(methods):
-        vals = [_speedups(rs, True)[m] for rs in groups.values()]
-        ax.bar([g + (i - len(methods) / 2) * width for g in range(len(groups))], vals, width, label=LABELS[m])
+        vals = [_speedups(rs, True).get(m, 0.0) for rs in groups.values()]
+        ax.bar([g + (i - len(methods) / 2) * width for g in range(len(groups))], vals, width, label=label(m))
     ax.bar([g + (len(methods) / 2) * width for g in range(len(groups))], [bounds.get(n, 0) for n in groups], width,
            label="closed-form bound", color="lightgray", edgecolor="black", hatch="//")
     ax.axhline(1.0, color="black", lw=0.8)
@@ -680,16 +785,25 @@ def plot_by_length(by_corpus: dict[str, list[CaseResult]], path: Path) -> None:
 
 
 def write_cases_csv(path: Path, by_corpus: dict[str, list[CaseResult]]) -> None:
-    cols = ["corpus", "id", "lines_before", "changed_fraction", "gold_tokens", "program_tokens"] + [f"{m}_{k}" for m in METHODS
-                                                                 for k in ("wall_s", "prompt_s", "forwards")]
+    """One row per case: its size, and each method's wall and prompt seconds, forwards, tokens and
+    tokens chosen (empty where a format could not write the edit)."""
+    methods = methods_of([r for rs in by_corpus.values() for r in rs])
+    keys = ("wall_s", "prompt_s", "forwards", "tokens", "chosen")
+    cols = ["corpus", "id", "lines_before", "changed_fraction", "gold_tokens", "program_tokens"] + [
+        f"{m}_{k}" for m in methods for k in keys]
+
+    def cells(run: Run | None) -> list:
+        if run is None:
+            return [""] * len(keys)
+        return [f"{run.wall_s:.4f}", f"{run.prompt_s:.4f}", run.forwards, run.tokens, run.extra.get("chosen", run.tokens)]
+
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for name, rs in by_corpus.items():
             for r in rs:
                 w.writerow([name, r.id, r.lines, f"{changed_fraction(r.case):.4f}", r.out_tokens, r.program_tokens]
-                           + [v for m in METHODS for v in (f"{r.runs[m].wall_s:.4f}", f"{r.runs[m].prompt_s:.4f}",
-                                                           r.runs[m].forwards)])
+                           + [v for m in methods for v in cells(r.runs.get(m))])
 
 
 def run(args) -> int:
@@ -719,8 +833,10 @@ def run(args) -> int:
     curve = next(iter(curves.values()), None)
 
     buckets = parse_buckets(args.buckets)  # before the warm-up: a wrong label fails at once
+    formats = parse_formats(args.formats)
     # warm-up (untimed): every code path once on a small case
-    measure_case(model, editor, tokenizer, warm_up_case(next(iter(corpora_from_args(args)))), draft=args.draft)
+    measure_case(model, editor, tokenizer, warm_up_case(next(iter(corpora_from_args(args)))), draft=args.draft,
+                 formats=formats)
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -739,10 +855,10 @@ def run(args) -> int:
                 DEFAULT_PLD_STRATA if corpus.bucketed else 0)
             r = measure_case(model, editor, tokenizer, case, draft=args.draft, regen_strata=strata or None,
                              regen_full_max=args.regen_full_max, pld_strata=pld_strata or None,
-                             pld_full_max=args.pld_full_max)
+                             pld_full_max=args.pld_full_max, formats=formats)
             r.corpus, r.bucketed = corpus.name, corpus.bucketed
             results.append(r)
-            print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in METHODS),
+            print(f"{corpus.name} {case.id}: " + ", ".join(f"{m} {r.runs[m].wall_s:.2f}s" for m in methods_of([r])),
                   flush=True)
             by_corpus[corpus.name] = results
             # the per-case CSV after every case: a run cut off by a time limit keeps what it measured
@@ -753,7 +869,7 @@ def run(args) -> int:
     tallies = _group_tallies(by_corpus)  # tokenizes every case: once, for the bound and its check
     bounds = _bound(tallies, curve)
     speed, wall, fwd = tables(by_corpus, bounds)
-    print(speed, wall, fwd, sep="\n\n")
+    print(speed, wall, fwd, format_table(by_corpus) if formats else "", sep="\n\n")
 
     write_cases_csv(out / f"{name}_cases.csv", by_corpus)
     if not args.no_plot:
@@ -798,6 +914,33 @@ def run(args) -> int:
                      "longer context's cost to the copies (context share) and the rest (rest share: CaD's decode "
                      "steps run after the longer numbered prompt, so they cost more than regeneration's mean step; "
                      "masks, tokenization, Python):\n\n" + check_bound + "\n")
+    format_section = ""
+    if formats:
+        targets = format_targets(by_corpus)
+        format_section = f"""
+**Edit formats** ({", ".join(FORMAT_LABELS[f] for f in formats)}; `docs/edit_formats.md`), beside
+regeneration and CaD. Each format's oracle program (minimal hunks, old lines widened until unique) runs
+twice from the format's own prompt (its instructions and the plain document), prefilled once for both:
+constrained (`CopyEditor.execute(..., format=F)`: the grammar and the document constraint at every step;
+a forced run, such as search text once its prefix is unique, shares the forward of the chosen token before
+it) and unconstrained
+(`constrained=False`: the same tokens one forward each, no mask, then applied by the format's applier).
+"Tokens chosen" are the model's decisions (the rest were forced); for regeneration and the unconstrained
+runs, every token:
+
+{format_table(by_corpus)}
+
+Targets (issue 31), wall time with the prompt, on the cases every format could write:
+
+{targets or "(no case that every format could write)"}
+"""
+    figures = "" if args.no_plot else f"""
+![generator]({name}.png)
+
+Per case, against document length and the changed fraction of its lines:
+
+![generator by length]({name}_length.png)
+"""
     body = f"""Model: `{config_name}` Qwen2 with seeded random weights ({args.dtype}, {where}); tokenizer: Qwen2.5 ({tok_dir.name}). Cases per corpus: {sizes} (seeded sample, seed {args.seed};
 ids below). Measured time {elapsed:.0f} s (plus one untimed warm-up case). Draft length {args.draft}, n-grams up to 3.
 
@@ -820,20 +963,16 @@ rows `NAME <200` etc. are a long-file corpus's document-length buckets, in lines
 
 {fwd}
 
-**Where the time goes** (Copy-as-Decode runs, after the prompt; "other" is the rest of the loop:
-sampling, the resolver, Python overhead). The tokenizer's time of the prompt is in the prompt:
+{format_section}
+**Where the time goes** (Copy-as-Decode and edit-format runs, after the prompt; "other" is the rest of the
+loop: sampling, the resolver, Python overhead). The tokenizer's time of the prompt is in the prompt:
 
 {time_table(by_corpus)}
 
 Per-case times: `{name}_cases.csv`. Sample: {sample}.
-
-![generator]({name}.png)
-
-Per case, against document length and the changed fraction of its lines:
-
-![generator by length]({name}_length.png)
-"""
+{figures}"""
     extra = ["--quick"] if args.quick else []
+    extra += format_argv(formats)
     extra += ["--no-cudnn-sdp"] if args.no_cudnn_sdp else []
     for key in ("config", "dtype", "device", "limit", "buckets", "seed", "threads", "draft", "kernel_select",
                 "regen_sample", "regen_full_max", "pld_sample", "pld_full_max", "report_name"):
@@ -850,7 +989,8 @@ Per case, against document length and the changed fraction of its lines:
         except ValueError:
             pass
         extra += ["--kernel-csv", str(csv_path)]
-    path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode", body,
+    path = write_report(out, name, "Generator wall time: regeneration, prompt lookup, Copy-as-Decode"
+                        + (", edit formats" if formats else ""), body,
                         shlex.join(["cad-outlines", "study", "generator", *corpus_argv(args), *extra]))
     print(f"wrote {path}")
     return 0

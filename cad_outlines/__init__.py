@@ -17,11 +17,15 @@ from .edits import (
     resolve,
     resolve_text,
     split_lines,
+    unnumber_lines,
 )
+from .edits.formats import EDIT_FORMATS, apply_format, get_format, oracle_text
 from .engine.compile import compile_grammar, compile_json_schema
 from .errors import (
     CadOutlinesError,
     GrammarError,
+    InexpressibleEditError,
+    MatchError,
     ProgramError,
     RequestError,
     ResourceLimitError,
@@ -44,6 +48,12 @@ from .grammars import grammar_path, load_grammar_text
 from ._version import __version__
 
 __all__ = [
+    "EDIT_FORMATS",
+    "InexpressibleEditError",
+    "MatchError",
+    "apply_format",
+    "get_format",
+    "oracle_text",
     "CadOutlinesError",
     "GrammarError",
     "ProgramError",
@@ -81,6 +91,7 @@ __all__ = [
     "resolve",
     "resolve_text",
     "split_lines",
+    "unnumber_lines",
     "edit_tool",
     "extract_program",
 ]

@@ -1,4 +1,5 @@
-"""``cad-outlines edit FILE --instruction ... --model DIR``: one Copy-as-Decode edit."""
+"""``cad-outlines edit FILE --instruction ... --model DIR [--format F]``: one edit, Copy-as-Decode or
+another edit format under its grammar and the document constraint."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from .cli_common import UserError, load_tokenizer, non_negative_int, positive_int, temperature, top_p
 from .edits.documents import read_document, write_document
+from .edits.formats import EDIT_FORMATS
 from .engine.vocabulary import model_mismatch
 
 __all__ = ["add_arguments", "run"]
@@ -27,6 +29,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--top-p", type=top_p, default=1.0,
                         help="nucleus sampling: the probability mass kept, in (0, 1] (default: 1.0)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed, >= 0 (default: 0)")
+    parser.add_argument("--format", choices=list(EDIT_FORMATS), default="copy",
+                        help="the edit format the model writes: copy (default: Copy-as-Decode over the numbered "
+                             "document), search_replace (aider's SEARCH/REPLACE blocks), udiff (unified-diff hunks "
+                             "without line numbers), apply_patch (OpenAI's V4A patch), str_replace (Anthropic's "
+                             "str_replace calls as JSON); every one constrained so that the edit applies "
+                             "(docs/edit_formats.md)")
     parser.add_argument("--copy-mode", choices=["prefill", "skip"], default="prefill",
                         help="prefill (default): a copy's lines enter the model's context in one forward; "
                              "skip: the model sees only the copy tag")
@@ -77,13 +85,16 @@ def run(args) -> int:
 
     from .generators.copy_decode import CopyEditor, Sampling
 
+    if args.speculative and args.format != "copy":
+        raise UserError(f"--speculative drafts go in the copy format's gen bodies, not with --format {args.format}")
     document = read_document(args.file)  # \r\n kept; a file that is not UTF-8 is named
     model_dir = _folder(args.model, "model")
     tokenizer = load_tokenizer(args.tokenizer or args.model)
     _check_sizes(model_dir, tokenizer, args.tokenizer or args.model)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    editor = CopyEditor(model, tokenizer, progress=None)  # a bar only on a terminal
+    editor = CopyEditor(model, tokenizer, progress=None, format=args.format)  # a bar only on a terminal
     result = editor.edit(document, args.instruction, max_new_tokens=args.max_new_tokens, copy_mode=args.copy_mode,
+                         name=Path(args.file).name,
                          monotonic=args.monotonic, speculative=args.speculative,
                          sampling=Sampling(temperature=args.temperature, top_p=args.top_p, seed=args.seed))
     s = result.stats

@@ -10,7 +10,9 @@ so ``except ValueError`` keeps working:
   :class:`SchemaError` a JSON Schema keyword the JSON Schema front end cannot honour, with its JSON pointer.
 - :class:`TokenError`: a token id that is invalid, out of range, or not allowed by the grammar here.
 - :class:`ProgramError`: an edit program that does not parse (:class:`ProgramSyntaxError`), is cut off
-  (:class:`IncompleteProgramError`) or copies lines the document lacks (:class:`SpanError`).
+  (:class:`IncompleteProgramError`), copies lines the document lacks (:class:`SpanError`) or, in another
+  edit format, has a hunk that does not match exactly once (:class:`MatchError`);
+  :class:`InexpressibleEditError`: an edit a format cannot write.
 - :class:`DocumentError`: a document file that is not UTF-8 text, or an edit that would empty it.
 - :class:`ServingError`: the serving layer (a malformed request: :class:`RequestError`; an engine failure).
 - :class:`ParameterError`: a parameter out of its range (``Sampling(temperature=-1)``).
@@ -142,15 +144,16 @@ class SpanError(ProgramError):
 
 
 class IncompleteProgramError(ProgramError):
-    """The program was cut off before ``</program>``. ``program`` is what it holds (its
-    ``trailing`` text is the op left unfinished); ``partial_text`` is the text it resolves
+    """The program was cut off before ``</program>`` (or, in another edit format, inside a hunk or
+    before its end marker). ``program`` is what it holds (its ``trailing`` text is the op left unfinished); ``partial_text`` is the text it resolves
     to, or None where no document was given (parsing alone)."""
 
-    def __init__(self, program: Any, partial_text: str | None = None, *, detail: str = ""):
+    def __init__(self, program: Any, partial_text: str | None = None, *, detail: str = "",
+                 expected: str = "</program>", unit: str = "op"):
         self.program, self.partial_text = program, partial_text
-        n = len(program.ops)
+        n = len(program)
         super().__init__(
-            f"program ended before </program>{detail} (cut off after {n} op{'s' * (n != 1)}); "
+            f"program ended before {expected}{detail} (cut off after {n} {unit}{'s' * (n != 1)}); "
             "pass partial=True to get what it has"
         )
 
@@ -158,6 +161,22 @@ class IncompleteProgramError(ProgramError):
 class DocumentError(CadOutlinesError, ValueError):
     """A document file that cannot be read as text (naming the file), or a write of an edit that would lose
     the document (every line deleted) without the caller saying so."""
+
+
+class MatchError(ProgramError):
+    """A hunk of a diff-style edit (search/replace, udiff, apply_patch, str_replace) whose old lines do
+    not occur exactly once after the previous hunk, or an anchor that does not occur: the message names
+    the hunk (`hunk_index`, 1-based), its lines and where they were looked for."""
+
+    def __init__(self, message: str, hunk_index: int):
+        self.hunk_index = hunk_index
+        super().__init__(message)
+
+
+class InexpressibleEditError(CadOutlinesError, ValueError):
+    """An oracle writer asked for an edit its format cannot write (a change of the final newline in a
+    line format, a changed line that is one of the format's own markers, an edit of an empty document
+    in str_replace)."""
 
 
 # --- generation and serving ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from cad_outlines import __version__, compile_grammar
 from cad_outlines import cli
 from cad_outlines.cli import main
 from cad_outlines.errors import CadOutlinesError
+from cad_outlines.grammars import available_grammars
 from tests.fixture_data import SMALL, require_shared
 
 GPT2 = SMALL / "tokenizers" / "gpt2"
@@ -37,7 +38,7 @@ def test_folder_without_a_tokenizer(capsys, tmp_path):
 
 def test_missing_grammar_file_lists_shipped_grammars(capsys):
     code = main(["analyze", "jsn.lark", "--tokenizer", str(GPT2)])
-    one_line_error(capsys, code, "'jsn.lark' not found", "copy_edit, json, python, sql")
+    one_line_error(capsys, code, "'jsn.lark' not found", ", ".join(available_grammars()))
 
 
 def test_grammar_without_start_rule_names_the_candidates(capsys, tmp_path):
@@ -217,7 +218,7 @@ def test_analyze_on_a_broken_grammar_is_one_line(text, words, capsys, tmp_path):
 
 def test_analyze_with_a_misspelt_grammar_name(capsys, tmp_path):
     code = main(["analyze", "jsno", "--tokenizer", str(GPT2), "--no-cache", "--out", str(tmp_path)])
-    one_line_error(capsys, code, "'jsno'", "did you mean 'json'?", "copy_edit, json, python, sql")
+    one_line_error(capsys, code, "'jsno'", "did you mean 'json'?", ", ".join(available_grammars()))
 
 
 def test_lark_and_regex_errors_that_escape_the_engine_are_one_line(capsys, monkeypatch, tmp_path):
@@ -357,3 +358,35 @@ def test_edit_never_writes_a_program_that_deletes_every_line(where, capsys, tmp_
     assert doc.read_text() == "a\nb\n" and not out.exists()
     assert main(args + ["--allow-delete-all"]) == 0
     assert (doc if where == "--in-place" else out).read_text() == ""
+
+
+def test_edit_format_switch_writes_a_search_replace_edit_and_refuses_unknown_formats(capsys, tmp_path, monkeypatch):
+    from cad_outlines.generators.copy_decode import CopyEditor
+
+    before = "Once upon a time.\nThe cat liked milk.\nThe end.\n"
+    program = "<<<<<<< SEARCH\nThe cat liked milk.\n=======\nThe cat liked fish.\n>>>>>>> REPLACE\n"
+    seen = {}
+    plain_edit = CopyEditor.edit
+
+    def scripted(self, document, instruction, **kw):
+        seen.update(kw, editor_format=self.format)
+        return plain_edit(self, document, instruction, script=program, max_new_tokens=10**6,
+                          name=kw["name"])
+
+    monkeypatch.setattr(CopyEditor, "edit", scripted)
+    doc = tmp_path / "story.txt"
+    doc.write_text(before)
+    out = tmp_path / "new.txt"
+    code = main(["edit", str(doc), "--instruction", "fish", "--model", str(MODEL), "--format", "search_replace",
+                 "--output", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0 and out.read_text() == before.replace("milk", "fish")
+    assert seen["editor_format"] == "search_replace" and seen["name"] == "story.txt"
+    assert program in printed.out and "+The cat liked fish." in printed.out
+    with pytest.raises(SystemExit) as info:
+        main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--format", "diff"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "invalid choice: 'diff'" in err and "search_replace" in err
+    code = main(["edit", str(doc), "--instruction", "x", "--model", str(MODEL), "--format", "udiff",
+                 "--speculative", "2"])
+    one_line_error(capsys, code, "--speculative drafts go in the copy format's gen bodies")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ def main() -> None:
     build = root / "build" / "native-dev"
     subprocess.run(["cmake", "-S", str(root), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                     f"-DPython_EXECUTABLE={sys.executable}"], check=True)
-    subprocess.run(["cmake", "--build", str(build), "-j", "2"], check=True)
+    subprocess.run(["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)], check=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ in-process loops (:mod:`cad_outlines.generators`) and the vLLM client (:mod:`cad
 - :mod:`.encoding` -- text in, token ids out, byte-exactly as a decode loop continues a sequence.
 - :mod:`.spans` -- a token mask and the program text so far in, the mask without tokens that would
   name a line outside the document.
-- :mod:`.prompt` -- a document and an instruction in, the prompt ending with ``<program>`` out.
+- :mod:`.prompt` -- a document, an instruction and an edit format in, the prompt ending with the format's header out.
+- :mod:`.line_index`, :mod:`.hunk_scanners`, :mod:`.json_scanner`, :mod:`.document_constraint` -- the document constraint of
+  the diff-style edit formats: program bytes in, whether the search text can still occur once, the token mask and
+  the forced bytes out.
+- :mod:`.program_trackers` -- what a decode loop knows of the program being written, per format (events, the
+  document's mask and forced run, the result).
 - :mod:`.results` -- what an edit run gives back: its events, result and costs.
 
 It imports :mod:`cad_outlines.edits`, :mod:`cad_outlines.engine` and the base modules (errors) only;

@@ -30,6 +30,27 @@ class TokenEncoder:
             return ids
         return self.greedy(data)
 
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Token ids whose bytes are exactly `data`'s: the bytes that complete a character begun
+        earlier (a forced run may start inside one) greedily over the vocabulary, the rest by
+        :meth:`encode`; a character cut at the end is left out (the ids cover a prefix of `data`)."""
+        head = 0
+        while head < len(data) and head < 3 and (data[head] & 0xC0) == 0x80:
+            head += 1
+        end = len(data)
+        for back in range(1, min(4, end - head) + 1):
+            b = data[end - back]
+            if b >= 0xC0:  # a lead byte: is its character complete?
+                if back < (2 if b < 0xE0 else 3 if b < 0xF0 else 4):
+                    end -= back
+                break
+            if b < 0x80:
+                break
+        ids = self.greedy(data[:head]) if head else []
+        if end > head:
+            ids += self.encode(data[head:end].decode("utf-8"))
+        return ids
+
     def greedy(self, data: bytes) -> list[int]:
         """Greedy longest-match tokenization of `data` over the vocabulary's bytes."""
         if self._by_bytes is None:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..edits.lines import split_lines, unified_diff
 from ..edits.program import Copy, EditProgram, Op
@@ -41,15 +42,24 @@ class EditStats:
 
 @dataclass
 class EditResult:
-    """The program the model wrote, the document it resolves to, and what it cost."""
+    """The program the model wrote, the document it resolves to, and what it cost.
+
+    For ``format="copy"`` `program` is an :class:`EditProgram` and `program_text` starts with
+    ``<program>``; for the diff-style formats `program` is a
+    :class:`~cad_outlines.edits.formats.HunkProgram` (None if the text does not parse) and
+    `program_text` is what the model wrote after the prompt's header. `error` says why a program
+    decoded without the grammar (``constrained=False``) does not parse or apply (then `text` is the
+    document unchanged); it is None otherwise."""
 
     document: str
-    program: EditProgram
-    program_text: str  # what the model wrote, with its leading <program> (parse_program reads it)
+    program: Any
+    program_text: str  # what the model wrote (copy: with its leading <program>, which parse_program reads)
     text: str  # the new document (resolved so far, if the program is incomplete)
     complete: bool
-    stop_reason: str  # "end" (</program>), "max_new_tokens", "context_length"
+    stop_reason: str  # "end" (</program> or EOS), "max_new_tokens", "context_length"
     stats: EditStats
+    format: str = "copy"
+    error: str | None = None
 
     def diff(self, context: int = 3, from_name: str = "before", to_name: str = "after") -> str:
         """Unified diff from the document to the new text (line endings kept, ``\r\n``
@@ -58,7 +68,7 @@ class EditResult:
         says so."""
         before, after = split_lines(self.document), split_lines(self.text)
         note = ""
-        if not self.complete:
+        if not self.complete and isinstance(self.program, EditProgram):
             reached = max((op.end for op in self.program.ops if isinstance(op, Copy)), default=0)
             if reached < len(before):
                 note = (f"(incomplete program: document lines {reached + 1}-{len(before)} were not reached "

@@ -2,7 +2,7 @@
 
 from .answers import extract_program, program_from_answer, resolve_text
 from .documents import deletes_everything, read_document, write_document
-from .lines import number_lines, split_lines
+from .lines import number_lines, split_lines, unnumber_lines
 from .oracle import approx_token_count, oracle_program
 from .program import Copy, EditProgram, Gen, ProgramScanner, ProgramSyntaxError, gen_ops, parse_program
 from .resolve import IncompleteProgramError, SpanError, StreamingResolver, iter_resolve, resolve
@@ -29,5 +29,6 @@ __all__ = [
     "resolve",
     "resolve_text",
     "split_lines",
+    "unnumber_lines",
     "write_document",
 ]

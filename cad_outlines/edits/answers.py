@@ -47,14 +47,24 @@ def program_from_answer(answer: str, *, partial: bool = False) -> EditProgram:
     return parse_program(extract_program(answer), partial=partial)
 
 
-def resolve_text(answer: str, document: str, *, partial: bool = False) -> str:
+def resolve_text(answer: str, document: str, *, partial: bool = False, format: str = "copy") -> str:
     """The new document from a model's answer holding an edit program: the entry point
     for programs written by any model (e.g. a hosted API model prompted with
     :func:`~cad_outlines.decoding.prompt.build_prompt`). Raises
     :class:`~.program.ProgramSyntaxError`, :class:`~.resolve.SpanError` or
     :class:`~.resolve.IncompleteProgramError` (unless `partial`; it carries the program and the
     text it resolves to) naming what is wrong; a non-str `answer` or `document` raises TypeError.
-    With `partial`, a cut-off program gives the text it reached, a gen op left open included."""
+    With `partial`, a cut-off program gives the text it reached, a gen op left open included.
+
+    `format`: the edit format the answer is written in (:mod:`.formats`; an unknown one raises
+    ParameterError); for a diff-style format the program is read from the answer by
+    :func:`~.formats.program_in_answer` and applied (a hunk that does not apply raises
+    :class:`~.formats.MatchError`)."""
+    from .formats import get_format, program_in_answer
+
     require_text(answer, "answer", "resolve_text")
     require_text(document, "document", "resolve_text")
+    fmt = get_format(format)
+    if fmt.name != "copy":
+        return fmt.apply(fmt.parse(program_in_answer(answer, fmt.name), partial=partial), document)
     return resolve(program_from_answer(answer, partial=True), document, partial=partial)

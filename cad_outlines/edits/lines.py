@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-__all__ = ["split_lines", "number_lines", "unified_diff"]
+__all__ = ["split_lines", "number_lines", "unnumber_lines", "NO_NEWLINE_MARK", "unified_diff"]
 
 
 def split_lines(text: str) -> list[str]:
@@ -21,14 +21,47 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
-def number_lines(text: str, width: int | None = None) -> str:
-    """`text` with a visible 1-based line number before every line (for prompts)."""
+# the last line of a numbered document that does not end with a newline is followed by this line (as
+# ``diff`` writes it): the rendering gives every line an ending, and this says the last one had none
+NO_NEWLINE_MARK = "\\ No newline at end of file\n"
+
+
+def number_lines(text: str) -> str:
+    """`text` with each line's full 1-based number written before it, for prompts: ``N text``
+    (the number, one space, the line as it is); an empty line is its number alone (``N`` and its
+    ending). A last line without an ending gets ``\\n`` and then :data:`NO_NEWLINE_MARK`.
+
+    No padding and no separator beyond the one space: on every shipped tokenizer this is the
+    cheapest rendering that writes the full number (``docs/results/line_numbers.md``: on the
+    ``commits`` files Qwen2.5 spends 3.02 tokens a line on it, the 2.83 digits and a newline per
+    empty line, where ``NNN | `` spent 4.36). Exact: :func:`unnumber_lines` gives `text` back."""
     lines = split_lines(text)
-    width = width or len(str(max(len(lines), 1)))
     out = []
     for i, line in enumerate(lines, 1):
-        body = line if line.endswith("\n") else line + "\n"
-        out.append(f"{i:>{width}} | {body}")
+        out.append(f"{i}{line}" if line in ("\n", "\r\n") else f"{i} {line}")
+    if lines and not lines[-1].endswith("\n"):
+        out.append("\n" + NO_NEWLINE_MARK)
+    return "".join(out)
+
+
+def unnumber_lines(numbered: str) -> str:
+    """The document of :func:`number_lines`' rendering (its exact inverse). Raises ValueError
+    naming the first line that is not line k written as ``number_lines`` writes it."""
+    lines = split_lines(numbered)
+    missing_newline = bool(lines) and lines[-1] == NO_NEWLINE_MARK
+    if missing_newline:
+        lines.pop()
+    out = []
+    for k, line in enumerate(lines, 1):
+        label = str(k)
+        rest = line[len(label):]
+        if not line.startswith(label) or not line.endswith("\n") or not (rest in ("\n", "\r\n") or rest[:1] == " "):
+            raise ValueError(f"numbered line {k} is not '{k} text' or '{k}' alone: {line[:40]!r}")
+        out.append(rest if rest in ("\n", "\r\n") else rest[1:])
+    if missing_newline:
+        if not out:
+            raise ValueError("a no-newline mark without a line before it")
+        out[-1] = out[-1][:-1]
     return "".join(out)
 
 
@@ -40,5 +73,5 @@ def unified_diff(before: str | list[str], after: str | list[str], from_name: str
     b = split_lines(after) if isinstance(after, str) else after
     out = []
     for line in difflib.unified_diff(a, b, from_name, to_name, n=context):
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+        out.append(line if line.endswith("\n") else line + "\n" + NO_NEWLINE_MARK)
     return "".join(out)

@@ -21,6 +21,7 @@ from typing import Any
 from ..decoding.prompt import build_prompt
 from ..edits.answers import resolve_text
 from ..edits.documents import read_document, write_document
+from ..edits.formats import get_format
 from ..edits.lines import unified_diff
 
 __all__ = ["edit_tool"]
@@ -45,7 +46,8 @@ def _spec(name: str) -> dict[str, Any]:
 
 
 def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | None = None, write: bool = False,
-              allow_delete_all: bool = False, **edit_kwargs: Any) -> tuple[dict[str, Any], Callable[..., dict[str, Any]]]:
+              allow_delete_all: bool = False, format: str | None = None,
+              **edit_kwargs: Any) -> tuple[dict[str, Any], Callable[..., dict[str, Any]]]:
     """(function spec, handler) for an agent framework.
 
     The handler takes ``instruction`` and one of ``document`` / ``path`` and returns
@@ -57,11 +59,19 @@ def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | No
     file (``<program></program>``), which is returned with an error and not written unless
     `allow_delete_all`. The diff's headers name the path as given (``a/src/app.py``). `edit_kwargs` go to
     :meth:`~.copy_decode.CopyEditor.edit` (``max_new_tokens``, ``sampling``...).
+
+    `format`: the edit format the model writes (``copy``, ``search_replace``, ``udiff``,
+    ``apply_patch``, ``str_replace``; default: a CopyEditor's own, else ``copy``); an unknown one
+    raises :class:`~cad_outlines.errors.ParameterError` here. A callable model is prompted in that
+    format and its answer applied (a hunk that does not apply is the call's error).
     """
     base = Path(root or ".").resolve()
     local = hasattr(editor, "edit") and hasattr(editor, "grammar")
     if not local and not callable(editor):
         raise TypeError("editor must be a CopyEditor or a callable prompt -> answer")
+    if format is None:
+        format = getattr(editor, "format", "copy") if local else "copy"
+    fmt = get_format(format).name
 
     def handler(instruction: str | None = None, document: str | None = None, path: str | None = None,
                 **unknown: Any) -> dict[str, Any]:
@@ -84,18 +94,20 @@ def edit_tool(editor: Any, *, name: str = "edit_document", root: str | Path | No
                 if not file.is_relative_to(base):
                     raise ValueError(f"path {path!r} is outside the folder this tool may edit ({base})")
                 document = read_document(file)
+            shown = Path(path).as_posix() if path else "document"
             if local:
-                result = editor.edit(document, instruction, **edit_kwargs)
+                result = editor.edit(document, instruction, format=fmt, name=shown, **edit_kwargs)
                 text, program, complete = result.text, result.program_text, result.complete
+                if result.error:
+                    raise ValueError(f"the edit program does not apply: {result.error}")
                 if not complete:
                     out["error"] = (f"the edit program was cut off ({result.stop_reason}); text holds what it "
                                     "wrote so far and nothing was written")
             else:
-                answer = editor(build_prompt(None, document, instruction))
+                answer = editor(build_prompt(None, document, instruction, format=fmt, name=shown))
                 if not isinstance(answer, str):
                     raise ValueError(f"the model returned a {type(answer).__name__}, not text")
-                text, program, complete = resolve_text(answer, document), answer, True
-            shown = Path(path).as_posix() if path else "document"
+                text, program, complete = resolve_text(answer, document, format=fmt), answer, True
             out.update(text=text, program=program, complete=complete,
                        diff=unified_diff(document, text, f"a/{shown}", f"b/{shown}"))
             if complete and write and file is not None:

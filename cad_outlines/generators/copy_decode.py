@@ -1,5 +1,8 @@
 """Copy-as-Decode: an LLM writes an edit program under copy_edit.lark; each copy op enters
-the KV cache as ONE forward, and so does every run of grammar-forced tokens.
+the KV cache in ONE forward, and so does every run of grammar-forced tokens. With ``format=``
+the same loop runs the other edit formats (search/replace, udiff, apply_patch, str_replace:
+:mod:`cad_outlines.edits.formats`) under their grammars and the document constraint, search
+text forced once unique (:mod:`cad_outlines.decoding.document_constraint`).
 
 Boundaries (the choices this module makes):
 
@@ -10,8 +13,11 @@ Boundaries (the choices this module makes):
   token in the same forward; the model continues at an op boundary, having "seen" the
   copied text. ``copy_mode="skip"``: the copied text is not put in the context; the
   model sees only the tag, so a copy costs no forward of its own.
-- Forced text (e.g. ``opy lines="`` after ``<c``) is tokenized with the tokenizer and
-  fed in one forward, except a last token that a longer legal token could replace.
+- Forced text (e.g. ``opy lines="`` after ``<c``; search text the document forces) is
+  tokenized with the tokenizer, except a last token that a longer legal token could replace.
+- Forwards are lazy: a chosen token, the forced run after it and a copy's lines enter the
+  KV cache in ONE forward, when the next choice needs logits; nothing is forwarded after
+  the program's last token.
 - Line numbers: beyond the grammar, 1 <= i <= j <= n for the document (and with
   ``monotonic`` spans never go backwards).
 - ``max_new_tokens`` counts sampled tokens; a run cut off returns the partial program
@@ -58,12 +64,11 @@ import numpy as np
 from ..decoding.attention import use_gqa_attention
 from ..decoding.encoding import TokenEncoder
 from ..decoding.kv import append, cache_len, clone_cache, crop_cache, new_cache
+from ..decoding.program_trackers import forced_run, tracker_for
 from ..decoding.prompt import build_prompt
-from ..decoding.results import EditEvent, EditResult, EditStats, resolver_events
-from ..decoding.spans import SpanConstraint
-from ..edits.lines import split_lines
-from ..edits.program import COPY_OPEN, GEN_CLOSE, GEN_OPEN, PROGRAM_START, parse_program
-from ..edits.resolve import StreamingResolver, resolve
+from ..decoding.results import EditEvent, EditResult, EditStats
+from ..edits.formats import get_format
+from ..edits.program import GEN_CLOSE, GEN_OPEN, PROGRAM_START, parse_program
 from ..engine.compile import compile_grammar
 from ..engine.compiled_grammar import CompiledGrammar
 from ..engine.matcher import Matcher
@@ -111,12 +116,18 @@ class _ContextFull(Exception):
 
 
 class CopyEditor:
-    """Applies edits with a transformers causal LM under copy_edit.lark."""
+    """Applies edits with a transformers causal LM: Copy-as-Decode programs under copy_edit.lark by
+    default, or the diff-style formats (``format=``: search/replace, udiff, apply_patch, str_replace)
+    under their grammars and the document constraint."""
 
     def __init__(self, model, tokenizer, *, grammar: CompiledGrammar | None = None, cache=True,
                  progress: bool = False, prefill_chunk: int | None = 1024, prompt_cache: int = 0,
-                 gqa_attention: bool = True):
-        """`prefill_chunk`: a copy longer than this many tokens enters the KV cache in forwards
+                 gqa_attention: bool = True, format: str = "copy"):
+        """`format`: the edit format runs use unless they name another (see
+        :mod:`cad_outlines.edits.formats`; an unknown one raises ParameterError). `grammar`: its
+        compiled grammar, if the caller has it (other formats' grammars are compiled on first use).
+
+        `prefill_chunk`: a copy longer than this many tokens enters the KV cache in forwards
         of at most this many (None: always one forward); the one-forward speedup has flattened
         out well before 512 tokens, while one forward of thousands of tokens over a long context
         builds an attention matrix of that many rows at once.
@@ -137,8 +148,10 @@ class CopyEditor:
             raise ParameterError(f"prefill_chunk must be >= 1 or None, not {prefill_chunk}")
         if not isinstance(prompt_cache, int) or isinstance(prompt_cache, bool) or prompt_cache < 0:
             raise ParameterError(f"prompt_cache must be an int >= 0, not {prompt_cache!r}")
+        self.format = get_format(format).name
         self.prefill_chunk = prefill_chunk
         self.prompt_cache = prompt_cache
+        self.cache, self.progress = cache, progress
         if gqa_attention:
             use_gqa_attention(model)
         self._prompts: list[_KeptPrompt] = []  # most recently used last
@@ -150,10 +163,12 @@ class CopyEditor:
             raise ParameterError(f"the tokenizer does not belong to this model: {mismatch}; give the model's own "
                                  "tokenizer")
         if grammar is None:
-            vocab = Vocabulary.from_tokenizer(tokenizer, model_vocab_size=size)
-            grammar = compile_grammar(grammar_path("copy_edit"), vocab, cache=cache, progress=progress)
-        self.grammar = grammar
-        self.vocab = grammar.vocab
+            self.vocab = Vocabulary.from_tokenizer(tokenizer, model_vocab_size=size)
+            self._grammars: dict[str, CompiledGrammar] = {}
+        else:
+            self.vocab = grammar.vocab
+            self._grammars = {self.format: grammar}
+        self.grammar = self.grammar_for(self.format)
         # the model's context: a run stops before passing it (None: not known, no limit)
         self.max_positions: int | None = getattr(model.config, "max_position_embeddings", None)
         self._encoder = TokenEncoder(tokenizer, self.vocab)
@@ -161,6 +176,25 @@ class CopyEditor:
         self._special_re = None
         self._token_text = [self._text_of(b) for b in self.vocab.token_bytes]
         self._lt_tokens = np.array([i for i, t in enumerate(self._token_text) if t and "<" in t], dtype=np.int64)
+        self._open_mask: np.ndarray | None = None
+
+    def grammar_for(self, format: str) -> CompiledGrammar:
+        """The compiled grammar of an edit format (compiled, or loaded from the cache, on first use)."""
+        name = get_format(format).name
+        grammar = self._grammars.get(name)
+        if grammar is None:
+            grammar = self._grammars[name] = compile_grammar(grammar_path(get_format(name).grammar), self.vocab,
+                                                             cache=self.cache, progress=self.progress)
+        return grammar
+
+    def open_mask(self) -> np.ndarray:
+        """Every token a model may write without a grammar: all but the special ones, and EOS."""
+        if self._open_mask is None:
+            mask = np.ones(self.vocab.size, dtype=bool)
+            mask[list(self.vocab.special_ids)] = False
+            mask[list(self.vocab.eos_token_ids)] = True
+            self._open_mask = mask
+        return self._open_mask
 
     @classmethod
     def from_outlines(cls, model, **kwargs) -> CopyEditor:
@@ -233,58 +267,75 @@ class CopyEditor:
     def stream(self, document: str, instruction: str, *, max_new_tokens: int = 512,
                sampling: Sampling = Sampling(), copy_mode: str = "prefill", monotonic: bool = False,
                prompt: str | None = None, script: str | None = None,
-               speculative: int = 0, stop_at_context: bool = True) -> Iterator[EditEvent]:
+               speculative: int = 0, stop_at_context: bool = True, format: str | None = None,
+               constrained: bool = True, name: str = "document") -> Iterator[EditEvent]:
         """Decode an edit program, yielding ops and new text as they happen; the last
         event carries the :class:`EditResult`.
 
-        With `script` (program text, without ``<program>``) the model is teacher-forced
-        through that program instead of sampling: its tokens one forward each, forced
-        tokens fast-forwarded and copies prefilled exactly as in a sampled run, so the
-        cost of an edit can be measured whatever the model's quality.
+        `format` (default: the editor's): the edit format; its prompt (:func:`build_prompt`, the
+        document named `name` in diff headers) and grammar. Copy programs stream ``copy``,
+        ``gen_text`` and ``gen`` events; the diff-style formats a ``hunk`` event per hunk, and end
+        with EOS.
 
-        `speculative` > 0 drafts up to that many tokens at a time inside gen bodies and
-        verifies them in one forward (see the module docstring).
+        With `script` (program text as the model writes it after the prompt's header, for copy
+        with or without ``<program>``) the model is teacher-forced through that program instead
+        of sampling: its tokens one forward each, forced tokens fast-forwarded and copies
+        prefilled exactly as in a sampled run, so the cost of an edit can be measured whatever
+        the model's quality.
+
+        `constrained=False`: no grammar, no document constraint, no forced runs: every token of
+        the program is chosen by the model (decoded one at a time), and the program is applied at
+        the end (a program that does not apply gives ``result.error`` and the document unchanged).
+
+        `speculative` > 0 drafts up to that many tokens at a time inside gen bodies (copy format)
+        and verifies them in one forward (see the module docstring).
 
         With `stop_at_context` (the default) a run stops with ``stop_reason=
         "context_length"`` where the next forward would pass the model's context
         (:attr:`max_positions`), and a prompt that leaves no room raises
         :class:`ContextLengthError` (a ValueError)."""
+        fmt = get_format(self.format if format is None else format).name
         if copy_mode not in ("prefill", "skip"):
             raise ParameterError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
         if speculative < 0:
             raise ParameterError(f"speculative must be >= 0, not {speculative}")
+        if speculative and fmt != "copy":
+            raise ParameterError(f"speculative drafts go in the copy format's gen bodies, not in {fmt!r} programs")
         if max_new_tokens < 0:
             raise ParameterError(f"max_new_tokens must be >= 0, not {max_new_tokens}")
         run = _EditRun(self, document, max_new_tokens=max_new_tokens, sampling=sampling, copy_mode=copy_mode,
-                       monotonic=monotonic, script=script, speculative=speculative, stop_at_context=stop_at_context)
-        yield from run.events(prompt if prompt is not None else build_prompt(self.tokenizer, document, instruction))
+                       monotonic=monotonic, script=script, speculative=speculative, stop_at_context=stop_at_context,
+                       format=fmt, constrained=constrained)
+        if prompt is None:
+            prompt = build_prompt(self.tokenizer, document, instruction, format=fmt, name=name)
+        yield from run.events(prompt)
 
     def _next_token(self, data: bytes, pos: int) -> int:
         """The first token of `data[pos:]` as this editor encodes text."""
         return self._encoder.next_token(data, pos)
 
     def execute(self, document: str, program_text: str, instruction: str = "", **kwargs) -> EditResult:
-        """Teacher-force a given program (see `script` in :meth:`stream`), with or without
-        its leading ``<program>``: ``execute(document, program_text, instruction)`` -- the
-        program second, unlike ``edit(document, instruction)``, since the instruction is
-        optional here. The program is checked first: text after ``</program>``, a program
-        cut off before it, or a span outside the document raise
-        :class:`~cad_outlines.edits.program.ProgramSyntaxError` /
-        :class:`~cad_outlines.edits.resolve.SpanError` before the model runs; arguments
-        given in ``edit``'s order (an instruction where the program belongs, the program
-        third) raise :class:`~cad_outlines.errors.ParameterError` saying so. The model's
-        context is not enforced (``stop_at_context=False``: its predictions are not
-        used, only the cost of the forwards is measured) unless asked for."""
-        script = program_text.removeprefix(PROGRAM_START)
+        """Teacher-force a given program (see `script` in :meth:`stream`; a copy program with or
+        without its leading ``<program>``): ``execute(document, program_text, instruction)`` -- the
+        program second, unlike ``edit(document, instruction)``, since the instruction is optional
+        here. The program is checked first: a program that does not parse, is cut off, or does not
+        apply to the document (a span outside it, a search text that is not there once) raises a
+        :class:`~cad_outlines.errors.ProgramError` before the model runs; arguments given in
+        ``edit``'s order (an instruction where the program belongs, the program third) raise
+        :class:`~cad_outlines.errors.ParameterError` saying so. The model's context is not enforced
+        (``stop_at_context=False``: its predictions are not used, only the cost of the forwards is
+        measured) unless asked for."""
+        fmt = get_format(kwargs.get("format") or self.format)
+        script = program_text.removeprefix(PROGRAM_START) if fmt.name == "copy" else program_text
         try:
-            program = parse_program(script)
+            program = fmt.parse(script)
         except ProgramError:
-            if instruction and _parses(instruction.removeprefix(PROGRAM_START)):
+            if instruction and _parses(fmt, instruction.removeprefix(PROGRAM_START)):
                 raise ParameterError("execute(document, program_text, instruction): the program comes second and "
                                      "the instruction third; these look swapped (the third argument is a "
                                      "program, the second is not)") from None
             raise
-        resolve(program, document)
+        fmt.apply(program, document)
         kwargs.setdefault("stop_at_context", False)
         return self.edit(document, instruction, script=script, max_new_tokens=10**9, **kwargs)
 
@@ -296,38 +347,44 @@ class CopyEditor:
         return result
 
 
-def _parses(text: str) -> bool:
+def _parses(fmt, text: str) -> bool:
     try:
-        parse_program(text)
+        fmt.parse(text)
     except ProgramError:
         return False
     return True
 
 
 class _EditRun:
-    """One run of :meth:`CopyEditor.stream`: its state (KV cache, matcher, resolver, speculative draft,
-    stats) and the named steps of the loop. :meth:`events` is the loop."""
+    """One run of :meth:`CopyEditor.stream`: its state (KV cache, matcher, program tracker, speculative
+    draft, stats) and the named steps of the loop. :meth:`events` is the loop.
+
+    Forwards are lazy: a chosen token, the forced run after it and the lines of a copy it closes wait
+    in `pending` and enter the KV cache together, in one forward, when the next choice needs logits
+    (and never, after the program's last token)."""
 
     def __init__(self, editor: CopyEditor, document: str, *, max_new_tokens: int, sampling: Sampling,
                  copy_mode: str, monotonic: bool, script: str | None, speculative: int,
-                 stop_at_context: bool) -> None:
+                 stop_at_context: bool, format: str, constrained: bool) -> None:
         import torch
 
         self.started = time.perf_counter()
         self.editor, self.document = editor, document
+        self.format, self.constrained = format, constrained
         self.max_new_tokens, self.sampling, self.copy_mode = max_new_tokens, sampling, copy_mode
         self.script, self.speculative = script, speculative
         self.limit = editor.max_positions if stop_at_context else None
         self.stats = EditStats()
-        self.spans = SpanConstraint(len(split_lines(document)), monotonic)
         self.generator = torch.Generator().manual_seed(sampling.seed)
-        self.matcher = Matcher(editor.grammar)
-        self.resolver = StreamingResolver(document)
+        self.grammar = editor.grammar_for(format)
+        self.matcher = Matcher(self.grammar) if constrained else None
+        self.tracker = tracker_for(format, document, editor.vocab, constrained=constrained, monotonic=monotonic,
+                                   token_text=editor._token_text, lt_tokens=editor._lt_tokens)
+        self.eos = frozenset(editor.vocab.eos_token_ids)
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
         self.program_chars: list[str] = []
         self.program_bytes = bytearray()
         self.script_bytes = script.encode("utf-8") if script is not None else b""
-        self.last_end = 0  # the end line of the last copy (for monotonic spans)
         self.lookup: NgramLookup | None = None
         if speculative:
             t0 = time.perf_counter()
@@ -337,31 +394,43 @@ class _EditRun:
         self.draft: list[int] = []
         self.rows: list = []
         self.draft_len = max(1, speculative // 2)  # the current draft length (see the module docstring)
-        self.last_events: list[EditEvent] = []  # the events of the last fed tokens (see _ContextFull)
+        self.pending: list[int] = []  # tokens taken but not in the cache yet (see the class docstring)
+        self.pending_kind = ""  # "copy", "decode" (a chosen token), "fast_forward" (forced tokens only)
         self.cache = None
         self.logits = None  # the logits after the last token in the cache (or the first undecided draft token)
 
     # -- the loop --------------------------------------------------------------------------
     def events(self, prompt: str) -> Iterator[EditEvent]:
-        """Prefill `prompt`, then decode until ``</program>``, `max_new_tokens` or the model's context; the
-        last event carries the result."""
+        """Prefill `prompt`, then decode until the program ends, `max_new_tokens` or the model's context;
+        the last event carries the result."""
         self.prefill_prompt(prompt)
         stop = "end"
         try:
-            while not self.resolver.done:
-                mask, forced = self.grammar_mask()
-                if forced:
-                    yield from self.fast_forward(forced)
-                    continue
+            while not self.tracker.done:
+                mask = self.editor.open_mask()
+                if self.constrained:
+                    mask, forced = self.grammar_mask()
+                    if forced:
+                        yield from self.fast_forward(forced)
+                        continue
                 if self.stats.generated_tokens >= self.max_new_tokens:
                     self.drop_draft()
                     stop = "max_new_tokens"
                     break
-                tok = self.choose(self.span_mask(mask))
+                if self.constrained:
+                    mask = self.document_mask(mask)
+                    if self.tracker.ends_with_eos and mask[list(self.eos)].any() and mask.sum() == 1:
+                        yield from self.tracker.end()  # only EOS is left: the program ends, no forward
+                        break
+                self.flush()
+                tok = self.choose(mask)
+                if tok in self.eos:
+                    self.stats.generated_tokens += 1
+                    yield from self.tracker.end()
+                    break
                 yield from self.take(tok)
         except _ContextFull:  # the next forward would pass the model's context
-            stop = "end" if self.resolver.done else "context_length"
-            yield from self.last_events  # what the last token completed (its forward did not fit)
+            stop = "end" if self.tracker.done else "context_length"
         yield self.finish(stop)
 
     def prefill_prompt(self, prompt: str) -> None:
@@ -372,7 +441,7 @@ class _EditRun:
         self.stats.tokenize_s += time.perf_counter() - t0
         self.stats.prompt_tokens = len(prompt_ids)
         if self.limit is not None and len(prompt_ids) >= self.limit:
-            raise ContextLengthError(f"the prompt (instruction and numbered document) is {len(prompt_ids)} tokens: it "
+            raise ContextLengthError(f"the prompt (instruction and document) is {len(prompt_ids)} tokens: it "
                                      f"leaves no room in the model's context of {self.limit} positions")
         editor = self.editor
         kept, shared = editor._kept_prompt(prompt_ids) if editor.prompt_cache else (None, 0)
@@ -392,35 +461,33 @@ class _EditRun:
         self.stats.prompt_s = time.perf_counter() - self.started
 
     def grammar_mask(self) -> tuple[np.ndarray, list[int]]:
-        """The tokens the grammar allows next, and the run of tokens it forces from here (may be empty)."""
+        """The tokens the grammar allows next, and the run of tokens the grammar or the document forces
+        from here (may be empty; see :func:`~cad_outlines.decoding.program_trackers.forced_run`)."""
         t0 = time.perf_counter()
         mask = self.matcher.allowed_mask()
-        forced = self.matcher.forced_tokens(self.editor.encode, mask=mask)
+        forced = forced_run(self.matcher, self.tracker, self.editor._encoder, mask)
         self.stats.mask_s += time.perf_counter() - t0
         return mask, forced
 
     def fast_forward(self, forced: list[int]) -> list[EditEvent]:
-        """Forced tokens (and the lines of a copy they close) into the cache in one forward."""
+        """Forced tokens (and the lines of a copy they close) into the program; they enter the cache with
+        the next forward."""
         self.drop_draft()
         self.matcher.advance_many(forced)
         events, copy_ids = self.feed(forced)
         self.stats.fast_forwarded_tokens += len(forced)
         self.stats.copied_tokens += len(copy_ids)
-        self.logits = self.forward(forced + copy_ids, "copy" if copy_ids else "fast_forward")
+        self.add_pending(forced + copy_ids, "copy" if copy_ids else "fast_forward")
         return events
 
-    def span_mask(self, mask: np.ndarray) -> np.ndarray:
-        """`mask` without the tokens that would name a line outside the document (or, monotonic, before
-        the last copy); a RuntimeError if nothing is left."""
+    def document_mask(self, mask: np.ndarray) -> np.ndarray:
+        """`mask` without the tokens the document rules out (a copy span outside it; search text that
+        cannot occur once); a RuntimeError if nothing is left."""
         t0 = time.perf_counter()
-        pending = self.resolver.pending_text()
-        # inside (or maybe opening) a copy tag every token is checked; elsewhere only tokens that could open one
-        in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
-        candidates = None if in_tag else self.editor._lt_tokens
-        mask = self.spans.filter(mask, pending, self.editor._token_text, self.last_end, candidates)
+        mask = self.tracker.filter(mask)
         self.stats.mask_s += time.perf_counter() - t0
         if not mask.any():
-            raise RuntimeError("no token is allowed: the grammar and the span constraint admit nothing here")
+            raise RuntimeError("no token is allowed: the grammar and the document constraint admit nothing here")
         return mask
 
     def choose(self, mask: np.ndarray) -> int:
@@ -436,8 +503,10 @@ class _EditRun:
         return sample_token(self.logits, mask, self.sampling, self.generator)
 
     def take(self, tok: int) -> list[EditEvent]:
-        """A chosen token into the program; into the cache unless it is the draft token already there."""
-        self.matcher.advance(tok)
+        """A chosen token into the program; into the cache with the next forward, unless it is the draft
+        token already there."""
+        if self.matcher is not None:
+            self.matcher.advance(tok)
         self.stats.generated_tokens += 1
         events, copy_ids = self.feed([tok])
         self.stats.copied_tokens += len(copy_ids)
@@ -445,8 +514,7 @@ class _EditRun:
             self.keep_draft_token(copy_ids)
         else:
             self.drop_draft()
-            if not self.resolver.done:
-                self.forward_token(tok, copy_ids)
+            self.add_pending([tok] + copy_ids, "copy" if copy_ids else "decode")
         return events
 
     def keep_draft_token(self, copy_ids: list[int]) -> None:
@@ -456,31 +524,40 @@ class _EditRun:
         self.logits = self.rows.pop(0)
         if not self.draft:  # all kept: longer drafts
             self.draft_len = min(self.speculative, self.draft_len + 2)
-        if copy_ids or self.resolver.done:  # the draft ends here
+        if copy_ids or self.tracker.done:  # the draft ends here
             self.drop_draft(rejected=False)
             if copy_ids:
-                self.logits = self.forward(copy_ids, "copy")
+                self.add_pending(copy_ids, "copy")
 
-    def forward_token(self, tok: int, copy_ids: list[int]) -> None:
-        """`tok` into the cache: with a new draft after it (one verify forward), or with the lines of the
-        copy it closed, or alone."""
-        new_draft = [] if copy_ids else self.make_draft()
+    def add_pending(self, ids: list[int], kind: str) -> None:
+        """Tokens for the next forward; its kind is the strongest among them (copy > decode > fast_forward)."""
+        self.pending += ids
+        order = ("", "fast_forward", "decode", "copy")
+        self.pending_kind = max(self.pending_kind, kind, key=order.index)
+
+    def flush(self) -> None:
+        """The pending tokens into the cache in one forward: with a new draft after a lone chosen token
+        inside a gen body (one verify forward), else alone."""
+        if not self.pending:
+            return
+        ids, kind = self.pending, self.pending_kind
+        self.pending, self.pending_kind = [], ""
+        new_draft = self.make_draft() if kind == "decode" and len(ids) == 1 else []
         if new_draft:
-            out = self.forward([tok] + new_draft, "verify", all_logits=True)
+            out = self.forward(ids + new_draft, "verify", all_logits=True)
             self.logits, self.rows[:] = out[0], list(out[1:])
             self.draft[:] = new_draft
             self.stats.drafted_tokens += len(new_draft)
         else:
-            self.logits = self.forward([tok] + copy_ids, "copy" if copy_ids else "decode")
+            self.logits = self.forward(ids, kind)
 
     def finish(self, stop: str) -> EditEvent:
         """The last event: the program so far, the document it resolves to, and the costs."""
         self.drop_draft()
-        program = self.resolver.close(partial=True)
-        text = resolve(program, self.document, partial=True)
+        program, program_text, text, complete, error = self.tracker.finish("".join(self.program_chars))
         self.stats.wall_s = time.perf_counter() - self.started
-        result = EditResult(self.document, program, PROGRAM_START + "".join(self.program_chars), text,
-                            program.complete, stop, self.stats)
+        result = EditResult(self.document, program, program_text, text, complete, stop, self.stats,
+                            format=self.format, error=error)
         return EditEvent(result=result, kind="end")
 
     # -- the steps' parts ------------------------------------------------------------------
@@ -508,8 +585,8 @@ class _EditRun:
             self.rows.clear()
 
     def feed(self, ids: list[int]) -> tuple[list[EditEvent], list[int]]:
-        """Program text of `ids` into the resolver: events, and the tokens of any copy that closed (to
-        append after `ids` in the same forward)."""
+        """Program text of `ids` into the tracker: events, and the tokens of any copy that closed (to
+        put in the cache right after `ids`)."""
         copy_ids: list[int] = []
         data = b"".join(self.editor.vocab.token_bytes[t] for t in ids)
         self.program_bytes.extend(data)
@@ -517,28 +594,26 @@ class _EditRun:
         self.program_chars.append(text)
         if self.lookup is not None:
             self.lookup.extend(ids)
-        events = resolver_events(self.resolver, text)
+        events = self.tracker.feed(data, text)
         for event in events:
-            if event.kind == "copy":
-                self.last_end = event.op.end
-                if self.copy_mode == "prefill" or self.lookup is not None:
-                    t0 = time.perf_counter()
-                    piece_ids = self.editor.encode(event.text)
-                    self.stats.tokenize_s += time.perf_counter() - t0
-                    if self.lookup is not None:
-                        self.lookup.extend(piece_ids)
-                    if self.copy_mode == "prefill":
-                        copy_ids.extend(piece_ids)
-        self.last_events = events
+            if event.kind == "copy" and (self.copy_mode == "prefill" or self.lookup is not None):
+                t0 = time.perf_counter()
+                piece_ids = self.editor.encode(event.text)
+                self.stats.tokenize_s += time.perf_counter() - t0
+                if self.lookup is not None:
+                    self.lookup.extend(piece_ids)
+                if self.copy_mode == "prefill":
+                    copy_ids.extend(piece_ids)
         return events, copy_ids
 
     def make_draft(self) -> list[int]:
-        """Draft tokens to follow the token just fed: only inside a gen body, cut after the token that
+        """Draft tokens to follow the token just taken: only inside a gen body, cut after the token that
         closes it, and only as far as the grammar allows."""
-        pending = self.resolver.pending_text()
-        if self.lookup is None or not pending.startswith(GEN_OPEN):
+        if self.lookup is None or not self.tracker.in_free_text():
             return []
+        pending = self.tracker.resolver.pending_text()
         t0 = time.perf_counter()
+        # room for the draft after the pending chosen token
         room = self.draft_len if self.limit is None else min(self.draft_len, self.limit - cache_len(self.cache) - 1)
         cand = self.lookup.propose(min(room, self.max_new_tokens - self.stats.generated_tokens))
         body = bytearray(pending[len(GEN_OPEN):].encode("utf-8"))
@@ -547,20 +622,28 @@ class _EditRun:
             if GEN_CLOSE_BYTES in body:
                 cand = cand[: i + 1]
                 break
-        cand = cand[: self.matcher.validate(cand)] if cand else cand
+        if cand and self.matcher is not None:
+            cand = cand[: self.matcher.validate(cand)]
         self.stats.mask_s += time.perf_counter() - t0
         return cand
 
     def script_next(self) -> int:
-        """The script's next token (as it continues the program bytes so far)."""
+        """The script's next token (as it continues the program bytes so far); EOS at its end for the
+        formats that end with EOS."""
         done = bytes(self.program_bytes)
+        if self.tracker.ends_with_eos and len(self.script_bytes) == len(done) and self.script_bytes == done:
+            return min(self.eos)
         if not self.script_bytes.startswith(done) or len(self.script_bytes) == len(done):
             raise ProgramError(f"the script diverged or ended early after {done[-40:]!r}")
         return self.editor._next_token(self.script_bytes, len(done))
 
 
-def apply_edit(model, tokenizer, document: str, instruction: str, **kwargs) -> EditResult:
+def apply_edit(model, tokenizer, document: str, instruction: str, *, format: str = "copy", **kwargs) -> EditResult:
     """One edit with a transformers model + tokenizer (or an Outlines model with
-    ``tokenizer=None``). Keyword arguments go to :meth:`CopyEditor.stream`."""
-    editor = CopyEditor.from_outlines(model) if tokenizer is None else CopyEditor(model, tokenizer)
+    ``tokenizer=None``) in `format` (``copy``, ``search_replace``, ``udiff``, ``apply_patch``,
+    ``str_replace``; an unknown one raises ParameterError). Keyword arguments go to
+    :meth:`CopyEditor.stream`."""
+    get_format(format)
+    editor = (CopyEditor.from_outlines(model, format=format) if tokenizer is None
+              else CopyEditor(model, tokenizer, format=format))
     return editor.edit(document, instruction, **kwargs)

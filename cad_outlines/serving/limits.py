@@ -43,6 +43,7 @@ class ServerLimits:
     max_string_chars: int = 256  # cad_start, cad_session, cad_tag, cad_grammar
     max_n_lines: int = 10_000_000  # cad_n_lines
     max_stop_at_forced: int = 4096  # cad_stop_at_forced
+    max_document_bytes: int = 4 * MiB  # cad_document (UTF-8): the document of a diff-style edit segment
     # -- grammar compiles (a worker process each) ---------------------------------------------------
     compile_workers: int = 2  # compiles at once
     max_pending_compiles: int = 32  # compiles running or waiting; more are refused (keep it well under 256)

@@ -158,7 +158,7 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
         "200-500,500-1,500"
 
     def result(method, makespan, p50, computed, extra):
-        return serving.MethodResult(method, makespan, [p50], computed, 0, 0, 0, 2, extra)
+        return serving.MethodResult(method, makespan, [p50, p50], computed, 0, 0, 0, 2, extra)  # 2 edits
 
     regen = result("regen", 100.0, 50.0, 3000, {"gold_tokens": 1000})
     cad = result("cad", 10.0, 5.0, 2400, {"prompt": 1200, "program": 100, "copied": 900, "forced": 0,
@@ -166,7 +166,7 @@ def test_serving_study_names_its_report_by_corpus_and_states_each_target():
     skip = result("cad_skip", 25.0, 20.0, 1310, {"prompt": 1200, "program": 100, "copied": 0, "forced": 0,
                                                  "forced_runs": 0})
     text = "\n".join(serving.accounting(2, [regen, cad, skip]))
-    assert "| full regeneration | 0 | 500 | 0 | 1.0 | 0 | 1500 | 1.00 |" in text
+    assert "| full regeneration | 0 | 500 | 500 | 0 | 1.0 | 0 | 1500 | 1.00 |" in text  # means per edit; all chosen
     one = next(line for line in text.splitlines() if line.startswith("* Copy-as-Decode, one request"))
     assert "edits/s 10.00x regeneration (target >= 5x: met)" in one and "p50 latency 0.10x (target <= 0.2x: met)" in one
     assert "1.09x its prompt + program + copied tokens (2200; target <= 1.1x: met)" in one

@@ -59,6 +59,19 @@ def test_quick_study_writes_its_report(data_dir, tmp_path, monkeypatch):
     text = (tmp_path / "generator_quick.md").read_text()
     assert "study generator" in text and "humanevalfix-python" in text and "| pooled | 2 |" in text
     assert len((tmp_path / "generator_quick_cases.csv").read_text().splitlines()) == 3
+    assert ".png)" not in text  # --no-plot: no figure is drawn, and none is linked
+
+
+def test_kernel_select_matching_no_row_says_so(tmp_path):
+    from analysis.coverage import read_kernel_curves
+
+    csv = tmp_path / "k.csv"
+    csv.write_text("config,dtype,device,n,speedup\nqwen2.5-1.5b,bf16,cuda,8,7.0\nqwen2.5-1.5b,bf16,cuda,64,40.0\n")
+    assert len(read_kernel_curves(csv, "config=qwen2.5-1.5b,device=cuda")) == 1
+    with pytest.raises(SystemExit, match="matches no row"):  # the first key leaves no row: the second is still a column
+        read_kernel_curves(csv, "config=qwen2.5-0.5b,device=cuda")
+    with pytest.raises(SystemExit, match="no column 'threads'"):
+        read_kernel_curves(csv, "config=qwen2.5-0.5b,threads=2")
 
 
 def test_baseline_prompts_hold_the_plain_document(setup):

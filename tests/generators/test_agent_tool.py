@@ -50,7 +50,7 @@ def test_handler_with_a_hosted_model_callable():
     out = handler(instruction="Set b to 20", document=DOC)
     assert out["ok"] and out["error"] is None and out["text"] == "a = 1\nb = 20\nc = 3\n"
     assert "-b = 2\n+b = 20\n" in out["diff"] and out["program"] == ANSWER
-    assert prompts[0].endswith("<program>") and "\n2 | b = 2\n" in prompts[0] and "Set b to 20" in prompts[0]
+    assert prompts[0].endswith("<program>") and "\n2 b = 2\n" in prompts[0] and "Set b to 20" in prompts[0]
 
 
 @pytest.mark.parametrize("call,words", [
@@ -133,3 +133,37 @@ def test_an_edit_that_deletes_every_line_is_not_written_unless_allowed(tmp_path)
     _, allowed = edit_tool(lambda prompt: "<program></program>", root=tmp_path, write=True, allow_delete_all=True)
     out = allowed(instruction="x", path="code.py")
     assert out["ok"] and out["written"] and path.read_text() == ""
+
+
+@pytest.mark.parametrize("fmt, answer", [
+    ("search_replace", "```\n<<<<<<< SEARCH\nb = 2\n=======\nb = 20\n>>>>>>> REPLACE\n```\nDone."),
+    ("udiff", "```diff\n--- document\n+++ document\n@@ ... @@\n-b = 2\n+b = 20\n```"),
+    ("apply_patch", "*** Begin Patch\n*** Update File: document\n@@\n-b = 2\n+b = 20\n*** End Patch"),
+    ("str_replace", '{"old_str": "b = 2\\n", "new_str": "b = 20\\n"}'),
+])
+def test_handler_in_each_format_with_a_hosted_model_callable(fmt, answer):
+    prompts = []
+    _, handler = edit_tool(lambda prompt: prompts.append(prompt) or answer, format=fmt)
+    out = handler(instruction="Set b to 20", document=DOC)
+    assert out["ok"] and out["text"] == "a = 1\nb = 20\nc = 3\n", out["error"]
+    assert "\nb = 2\n" in prompts[0] and " | " not in prompts[0]  # the plain document: no line numbers
+    assert resolve_text(answer, DOC, format=fmt) == out["text"]
+
+
+def test_handler_reports_a_hunk_that_does_not_apply_and_unknown_formats_are_refused():
+    _, handler = edit_tool(lambda prompt: "@@ ... @@\n-b = 3\n+b = 20\n", format="udiff")
+    out = handler(instruction="x", document=DOC)
+    assert not out["ok"] and out["error"].startswith("MatchError: hunk 1:") and "do not occur" in out["error"]
+    from cad_outlines.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="unknown edit format 'v4a'.*apply_patch"):
+        edit_tool(lambda prompt: "", format="v4a")
+    with pytest.raises(ParameterError, match="unknown edit format"):
+        resolve_text("x", DOC, format="patch")
+
+
+def test_handler_with_a_local_editor_in_another_format(editor):
+    _, handler = edit_tool(editor, format="udiff", max_new_tokens=3)
+    out = handler(instruction="x", document=DOC)
+    assert out["complete"] is False or out["ok"]  # a tiny model: cut off or a program that applies
+    assert not out["program"].startswith("<program>")

@@ -77,7 +77,7 @@ def test_a_prompt_longer_than_the_context_is_one_clear_error(capsys, tmp_path):
     err = capsys.readouterr().err
     ours = [ln for ln in err.splitlines() if ln.startswith("cad-outlines")]  # transformers prints a loading bar
     assert code == 2 and len(ours) == 1 and "Traceback" not in err
-    assert "is 1125 tokens: it leaves no room in the model's context of 512 positions" in ours[0]
+    assert "is 1074 tokens: it leaves no room in the model's context of 512 positions" in ours[0]
 
 
 def test_cli_keeps_crlf(capsys, tmp_path, monkeypatch):

@@ -41,6 +41,12 @@ def test_request_arguments_round_trip_and_bad_ones_are_named():
     for bad, word in [({"cad_grammar": "json", "cad_grammar_text": "x"}, "not both"),
                       ({"cad_grammr": "json"}, "cad_grammr"),
                       ({"cad_grammar": "json", "cad_n_lines": 3}, "copy_edit"),
+                      ({"cad_grammar": "udiff", "cad_n_lines": 3, "cad_format": "diff"}, "unknown cad_format 'diff'"),
+                      ({"cad_grammar": "copy_edit", "cad_n_lines": 3, "cad_format": "udiff", "cad_document": "x"},
+                       "needs cad_grammar='udiff'"),
+                      ({"cad_grammar": "udiff", "cad_n_lines": 3, "cad_format": "udiff"}, "needs cad_document"),
+                      ({"cad_grammar": "copy_edit", "cad_n_lines": 3, "cad_document": "x"}, "cad_document belongs"),
+                      ({"cad_grammar": "udiff", "cad_format": "udiff"}, "give cad_n_lines too"),
                       ({"cad_grammar": "copy_edit", "cad_n_lines": "3"}, "cad_n_lines"),
                       ({"cad_script_ids": [1, -2]}, "cad_script_ids")]:
         with pytest.raises(RequestError, match=word):
@@ -110,8 +116,9 @@ class SimulatedEngine:
     blocks of 16 tokens; `die_after` requests, it fails. `steps` counts sampled tokens
     (one engine forward each); `channel()` serves the async loop."""
 
-    def __init__(self, grammar, tables, encoder, die_after=None, block=16):
+    def __init__(self, grammar, tables, encoder, die_after=None, block=16, library=None):
         self.grammar, self.tables, self.block, self.die_after = grammar, tables, block, die_after
+        self.library = library  # given: each request's grammar comes from it (edits in other formats)
         self.encoder = encoder
         self.sessions = SessionStore()
         self.scores = np.random.default_rng(0).random(grammar.vocab_size)
@@ -131,8 +138,10 @@ class SimulatedEngine:
         for n in range(self.block, len(seg.prompt_ids) + 1, self.block):
             self.cached.add(tuple(seg.prompt_ids[:n]))
         out: list[int] = []
-        state = SequenceConstraint(ConstraintRequest.from_extra_args(seg.extra_args), self.grammar, out,
-                                   tables=self.tables, sessions=self.sessions, encode=self.encoder.encode)
+        request = ConstraintRequest.from_extra_args(seg.extra_args)
+        grammar = self.library.get(request.grammar) if self.library is not None else self.grammar
+        state = SequenceConstraint(request, grammar, out, tables=self.tables, sessions=self.sessions,
+                                   encode=self.encoder.encode)
         finish = "length"
         while len(out) < seg.max_tokens:
             row = unpack_rows(batch_masks([state], self.grammar.vocab_size), self.grammar.vocab_size)[0]
@@ -406,3 +415,60 @@ def test_the_http_middleware_holds_a_request_until_its_grammar_is_compiled(small
     assert GrammarLibrary(vocab, cache=tmp_path).on_disk(GrammarSpec(text=grammar))
     assert bad[0] == 400 and b"does not compile" in bad[1] and len(seen) == 2  # refused; not passed on
     assert plain[0] == 200 and seen[1] == plain[2]
+
+
+FORMATS = ["search_replace", "udiff", "apply_patch", "str_replace"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_edits_in_other_formats_run_through_the_engine_with_search_text_appended(setup, fmt):
+    """A teacher-forced oracle program in each format: the engine decodes under the format's grammar
+    and the document constraint (the document goes with the request), the client appends forced runs,
+    search text included; the same program and text as in process."""
+    from cad_outlines.edits.formats import oracle_text
+    from cad_outlines.serving.editing.editor import ServedEditor
+
+    library, grammar, encoder, tables = setup
+    script = oracle_text(DOC, AFTER, fmt)
+    editor = ServedEditor(None, encoder.tokenizer, vocab=encoder.vocab, cache=library.cache)
+    runs = {}
+    for k in (0, 1):
+        engine = SimulatedEngine(grammar, tables, encoder, library=library)
+        edit = editor.new_edit(DOC, "fish", script=script, forced_min_run=k, format=fmt)
+        events = list(stream_edits(engine, [edit]))
+        runs[k] = events[-1][1].result, events
+    (plain, _), (merged, events) = runs[0], runs[1]
+    for r in (plain, merged):
+        assert r.complete and r.text == AFTER and r.program_text == script and r.format == fmt and r.error is None
+    assert [e.op for _, e in events if e.kind == "hunk"] == list(merged.program.hunks)
+    assert merged.stats.fast_forwarded_tokens > plain.stats.fast_forwarded_tokens  # search text appended
+    assert merged.stats.steps < plain.stats.steps
+    ids = script_program_ids(editor.grammar_for(fmt), encoder, script, format=fmt, document=DOC)
+    assert b"".join(encoder.vocab.token_bytes[t] for t in ids) == script.encode()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_sampled_edits_in_other_formats_always_apply(setup, fmt):
+    from cad_outlines.edits.formats import get_format
+    from cad_outlines.serving.editing.editor import ServedEditor
+
+    library, grammar, encoder, tables = setup
+    editor = ServedEditor(None, encoder.tokenizer, vocab=encoder.vocab, cache=library.cache, format=fmt)
+    edits = [editor.new_edit(DOC, "x", max_new_tokens=40 + 20 * i) for i in range(3)]
+    for r in run_edits(SimulatedEngine(grammar, tables, encoder, library=library), edits):
+        assert r.error is None and r.format == fmt
+        if r.complete:
+            assert get_format(fmt).apply(r.program, DOC) == r.text
+        else:
+            assert r.stop_reason == "max_new_tokens"
+
+
+def test_a_document_over_the_limit_is_refused_by_admission():
+    from cad_outlines.serving.constraints.admission import AdmissionError, admit
+    from cad_outlines.serving.limits import server_limits
+
+    limits = server_limits().replace(max_document_bytes=10)
+    args = {"cad_grammar": "udiff", "cad_n_lines": 1, "cad_format": "udiff", "cad_document": "x" * 11}
+    with pytest.raises(AdmissionError, match="cad_document.*max_document_bytes"):
+        admit(args, limits=limits)
+    assert admit(dict(args, cad_document="x" * 10), limits=limits).edit.document == "x" * 10

@@ -21,7 +21,8 @@ def test_a_good_body_gives_the_job_with_defaults_and_given_parameters():
     assert (job.document, job.instruction, job.temperature, job.top_p, job.seed) == ("a\nb\n", "x", 0.0, 1.0, None)
     job = parse_edit_body(body(max_tokens=7, temperature=0.5, top_p=0.9, seed=3, model="m"), served_models=("m",))
     assert (job.max_tokens, job.temperature, job.top_p, job.seed) == (7, 0.5, 0.9, 3)
-    assert set(FIELDS) == {"document", "instruction", "model", "max_tokens", "temperature", "top_p", "seed"}
+    assert set(FIELDS) == {"document", "instruction", "model", "max_tokens", "temperature", "top_p", "seed", "format"}
+    assert job.format == "copy" and parse_edit_body(body(format="udiff")).format == "udiff"
 
 
 @pytest.mark.parametrize("raw, status, words", [
@@ -40,6 +41,8 @@ def test_a_good_body_gives_the_job_with_defaults_and_given_parameters():
     (b'{"document": "a", "instruction": "x", "temperature": NaN}', 400, "temperature must be a number"),
     (body(seed=1.5), 400, "seed must be an integer"),
     (body(model="other"), 404, "not served here"),
+    (body(format="diff"), 400, "unknown format 'diff': use one of copy, search_replace, udiff, apply_patch"),
+    (body(format=["udiff"]), 400, "unknown format a list"),
     (b" " * (ServerLimits().max_edit_body_bytes + 1), 413, "limit"),
 ])
 def test_a_bad_body_is_refused_with_one_line_naming_what_is_wrong(raw, status, words):

@@ -134,6 +134,24 @@ class TestOneRequestPerEdit:
         print(f"tokens computed: one request {sa.computed_tokens} ({sa.requests} turns), request per op "
               f"{sb.computed_tokens} ({sb.requests} requests, {sb.prompt_tokens_sent} prompt tokens sent)")
 
+    def test_edits_in_other_formats_give_the_edit_with_search_text_appended(self, engine):
+        """Teacher-forced oracle programs in the diff formats on the real engine: the server applies the
+        format's grammar and the document constraint, the client appends forced runs (search text once
+        unique); the text is the edit, the program the in-process loop's."""
+        from cad_outlines.edits.formats import oracle_text
+
+        llm, loop = engine
+        editor = ServedEditor.from_async_llm(llm)
+
+        async def main(fmt, script):
+            return await editor.aedit(DOC, "Fix f3.", script=script, format=fmt)
+
+        for fmt in ("search_replace", "udiff", "apply_patch", "str_replace"):
+            script = oracle_text(DOC, NEW, fmt)
+            r = loop.run_until_complete(main(fmt, script))
+            assert r.complete and r.text == NEW and r.program_text == script and r.format == fmt, (fmt, r.error)
+            assert r.stats.fast_forwarded_tokens > 0 and r.stats.engine_path == "one_request"
+
     def test_copies_skipped_make_the_edit_one_turn_of_prompt_and_program(self, engine):
         """copy_mode="skip" on vLLM: the processor does not stop at a copy (cad_stop_at_copy=0)
         and no line is appended, so the edit is one turn; the engine held the prompt and the
@@ -188,6 +206,23 @@ def running(url: str) -> float:
 
 
 class TestEditEndpoint:
+    def test_an_edit_in_another_format_applies_and_an_unknown_format_is_a_400(self, edit_server):
+        """format=udiff: sampled under the udiff grammar and the document constraint on the server, the
+        hunks stream as they close and the program applies; a teacher-forced one gives the edit."""
+        from cad_outlines.edits.formats import get_format
+
+        _, url, _, _ = edit_server
+        status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 60,
+                                        "temperature": 1.0, "seed": 7, "format": "udiff"})
+        assert status == 200 and lines[-1]["event"] == "end" and all(x["event"] != "error" for x in lines), lines
+        end = lines[-1]
+        assert end["format"] == "udiff" and end["stop_reason"] in ("end", "max_new_tokens")
+        if end["complete"]:
+            assert get_format("udiff").apply(end["program"], DOC) == end["text"]
+        assert all(x["event"] in ("hunk", "end") for x in lines)
+        status, lines = post_edit(url, {"document": DOC, "instruction": "x", "format": "diff"})
+        assert status == 400 and "unknown format 'diff'" in lines[0]["error"]["message"]
+
     def test_an_edit_streams_its_ops_and_ends_with_the_resolved_text(self, edit_server):
         _, url, _, _ = edit_server
         status, lines = post_edit(url, {"document": DOC, "instruction": "Fix f3.", "max_tokens": 60,

@@ -91,6 +91,11 @@ def check_limits(request: ConstraintRequest, *, vocab_size: int | None = None,
         if edit.stop_at_forced > limits.max_stop_at_forced:
             raise AdmissionError("cad_stop_at_forced", "max_stop_at_forced", edit.stop_at_forced,
                                  limits.max_stop_at_forced)
+        if edit.document is not None:
+            size = len(edit.document) if len(edit.document) * 4 <= limits.max_document_bytes else len(
+                edit.document.encode("utf-8", "surrogatepass"))
+            if size > limits.max_document_bytes:
+                raise AdmissionError("cad_document", "max_document_bytes", size, limits.max_document_bytes)
     for key, value in strings.items():
         if value is not None and len(value) > limits.max_string_chars:
             raise AdmissionError(key, "max_string_chars", len(value), limits.max_string_chars)

@@ -3,7 +3,10 @@
 A :class:`SequenceConstraint` follows one request's output tokens: its matcher (the
 grammar), and for a Copy-as-Decode segment the program read so far (copy spans within
 the document; the request ends when a copy closes, and, if the request asks, where the
-grammar forces a run of tokens, which the client then appends to the next prompt). :func:`batch_masks` computes the
+grammar forces a run of tokens, which the client then appends to the next prompt); for an
+edit in another format (search/replace, udiff, apply_patch, str_replace) the document
+constraint (search text that can still occur once; the request may end where the document
+forces the rest of a search line). :func:`batch_masks` computes the
 packed masks of a whole batch: the grammar part in ONE call (:func:`fill_grammar_masks`,
 the place to use the engine's batch API), then each request's own restrictions.
 
@@ -18,14 +21,17 @@ from __future__ import annotations
 
 import codecs
 import copy
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...decoding.document_constraint import DocumentConstraint, scanner_for
 from ...decoding.spans import SpanConstraint
-from ...edits.program import COPY_OPEN, ProgramScanner, ProgramSyntaxError
+from ...edits.program import COPY_OPEN, ProgramScanner
+from ...errors import ProgramError
 from ...engine import matcher as matcher_module
 from ...engine.compiled_grammar import CompiledGrammar
 from ...engine.matcher import InvalidTokenError, Matcher, forced_tokens
@@ -125,6 +131,42 @@ class _Program:
         return other
 
 
+class _DocumentProgram:
+    """A diff-style edit's program being read (search/replace, udiff, apply_patch, str_replace): its
+    document constraint. Documents' indexes are shared by content (:func:`_scanner`)."""
+
+    last_end = 0
+
+    def __init__(self, constraint: DocumentConstraint):
+        self.constraint = constraint
+
+    @classmethod
+    def start(cls, format: str, document: str, grammar: CompiledGrammar) -> _DocumentProgram:
+        return cls(DocumentConstraint(format, document, grammar.vocab, scanner=_scanner(format, document)))
+
+    def feed(self, data: bytes) -> bool:
+        """Feed a token's bytes (a ProgramError where they break the constraint); never a copy."""
+        self.constraint.feed(data)
+        return False
+
+    def clone(self) -> _DocumentProgram:
+        return _DocumentProgram(self.constraint.fork())
+
+
+_SCANNERS: OrderedDict = OrderedDict()
+
+
+def _scanner(format: str, document: str):
+    """The document's index for `format`, by content (the segments of one edit, and edits of one
+    document, share it; 16 kept, least recently used out)."""
+    key = (format, hashlib.sha256(document.encode("utf-8", "surrogatepass")).digest())
+    got = _SCANNERS.pop(key, None) or scanner_for(format, document)
+    _SCANNERS[key] = got
+    while len(_SCANNERS) > 16:
+        _SCANNERS.popitem(last=False)
+    return got
+
+
 class SessionStore:
     """Matcher and program state of Copy-as-Decode segments that ended at a copy, by
     session id, so the next segment of the same edit resumes instead of replaying the
@@ -181,8 +223,11 @@ class SequenceConstraint:
         self.matcher = Matcher(self.grammar)
         if edit is None:
             return
-        self.spans = SpanConstraint(edit.n_lines, edit.monotonic)
-        self.program = _Program()
+        if edit.format == "copy":
+            self.spans = SpanConstraint(edit.n_lines, edit.monotonic)
+            self.program = _Program()
+        else:
+            self.program = _DocumentProgram.start(edit.format, edit.document, self.grammar)
         done = 0
         if edit.session and self.sessions is not None:
             got = self.sessions.take(edit.session, edit.program_ids)
@@ -196,7 +241,7 @@ class SequenceConstraint:
                 self.program.feed(self.grammar.token_bytes(t))
         except MatcherLimitError as e:
             self._fail(f"cad_program_ids: {e}")
-        except (InvalidTokenError, ProgramSyntaxError, ValueError) as e:
+        except (InvalidTokenError, ProgramError, ValueError) as e:
             self._fail(f"cad_program_ids are not a valid program prefix: {e}")
 
     # -- following the output --------------------------------------------------------
@@ -231,8 +276,8 @@ class SequenceConstraint:
             if self.program is not None and not self.matcher.is_finished():
                 try:
                     closed = self.program.feed(self.grammar.token_bytes(tok))
-                except ProgramSyntaxError as e:
-                    self._fail(f"program text does not parse: {e}")
+                except ProgramError as e:
+                    self._fail(f"program text does not parse or apply: {e}")
                     continue
                 if closed and self.request.edit.stop_at_copy:
                     self.stop = True
@@ -258,8 +303,9 @@ class SequenceConstraint:
                 self.eos_only(row)
             return
         needs_spans = self.spans is not None
+        document = self.program.constraint if isinstance(self.program, _DocumentProgram) else None
         script = self.request.script_ids
-        if not needs_spans and script is None:
+        if not needs_spans and document is None and script is None:
             return
         allowed = unpack_rows(row[None, :], width)[0]
         try:
@@ -277,6 +323,8 @@ class SequenceConstraint:
             in_tag = bool(pending) and (COPY_OPEN.startswith(pending) or pending.startswith(COPY_OPEN))
             allowed = self.spans.filter(allowed, pending, self.tables.token_text, self.program.last_end,
                                         None if in_tag else self.tables.lt_tokens)
+        if document is not None:
+            allowed = allowed & document.mask()[: len(allowed)]
         if script is not None:
             k = self.script_pos
             if k >= len(script):
@@ -306,7 +354,11 @@ class SequenceConstraint:
         edit = self.request.edit
         if edit is None or not edit.stop_at_forced or self.encode is None or self.program_tokens == 0:
             return False
-        return len(forced_tokens(self.matcher, self.encode, mask=allowed)) >= edit.stop_at_forced
+        n = len(forced_tokens(self.matcher, self.encode, mask=allowed))
+        if not n and isinstance(self.program, _DocumentProgram):  # search text the document forces
+            data = self.program.constraint.forced_bytes()
+            n = len(self.encode(data.decode("utf-8", "ignore"))) if data else 0
+        return n >= edit.stop_at_forced
 
     def _script_only(self, row: np.ndarray) -> None:
         """No grammar: only the script's next token, then EOS."""

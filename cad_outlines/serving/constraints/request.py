@@ -16,6 +16,12 @@ them -- hence flat keys, ints for booleans. Every key starts with ``cad_``:
   ``cad_stop_at_copy`` (0/1, default 1: end the request with EOS when a copy op closes),
   ``cad_stop_at_forced`` (an int k, default 0 = off: end the request with EOS when the
   grammar forces a run of k or more tokens, which the client appends to the next prompt).
+- Edits in another format (``cad_format``: ``search_replace``, ``udiff``, ``apply_patch``,
+  ``str_replace``; default ``copy``): ``cad_grammar`` is the format's grammar, and
+  ``cad_document`` is the document (the text the search text must come from: the document
+  constraint of :mod:`cad_outlines.decoding.document_constraint`); ``cad_n_lines``,
+  ``cad_program_ids``, ``cad_session`` and ``cad_stop_at_forced`` as for a copy segment
+  (``cad_stop_at_copy`` and ``cad_monotonic`` do not apply).
 - ``cad_script_ids``: teacher forcing; at output step k only the k-th of these tokens
   (counting ``cad_program_ids`` first) is allowed -- for benchmarks.
 - ``cad_tag``: a label for log lines about this request.
@@ -27,6 +33,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+from ...edits.formats import EDIT_FORMATS, get_format
 from ...errors import RequestError
 
 __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
@@ -35,6 +42,7 @@ PREFIX = "cad_"
 _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_n_lines", "cad_monotonic",
     "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
+    "cad_format", "cad_document",
 }
 
 
@@ -76,6 +84,8 @@ class EditSegment:
     session: str | None = None
     stop_at_copy: bool = True
     stop_at_forced: int = 0  # end at a grammar-forced run of this many tokens or more (0: never)
+    format: str = "copy"  # the edit format (cad_outlines.edits.formats)
+    document: str | None = None  # the document, for the diff-style formats' document constraint
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,9 @@ class ConstraintRequest:
                 out["cad_stop_at_forced"] = self.edit.stop_at_forced
             if self.edit.session:
                 out["cad_session"] = self.edit.session
+            if self.edit.format != "copy":
+                out["cad_format"] = self.edit.format
+                out["cad_document"] = self.edit.document
         if self.script_ids is not None:
             out["cad_script_ids"] = list(self.script_ids)
         if self.tag:
@@ -132,7 +145,8 @@ class ConstraintRequest:
         name, text, schema = mine.get("cad_grammar"), mine.get("cad_grammar_text"), mine.get("cad_json_schema")
         if sum(v is not None for v in (name, text, schema)) > 1:
             raise RequestError("give cad_grammar (a shipped name), cad_grammar_text or cad_json_schema, not both")
-        for key in ("cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_session", "cad_tag"):
+        for key in ("cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_session", "cad_tag",
+                    "cad_format", "cad_document"):
             if key in mine and not isinstance(mine[key], str):
                 raise RequestError(f"{key} must be a string, not {type(mine[key]).__name__}")
         for key in ("cad_monotonic", "cad_stop_at_copy"):
@@ -152,18 +166,29 @@ class ConstraintRequest:
             n = _int(mine, "cad_n_lines")
             if n < 0:
                 raise RequestError(f"cad_n_lines must be >= 0, not {n}")
-            if grammar is None or grammar.name != "copy_edit":
-                raise RequestError("cad_n_lines (a Copy-as-Decode segment) needs cad_grammar='copy_edit'")
+            fmt = mine.get("cad_format", "copy")
+            if fmt not in EDIT_FORMATS:
+                raise RequestError(f"unknown cad_format {_short(fmt)}: use one of {', '.join(EDIT_FORMATS)}")
+            want = get_format(fmt).grammar
+            if grammar is None or grammar.name != want:
+                raise RequestError(f"cad_n_lines (an edit segment in format {fmt!r}) needs cad_grammar={want!r}")
+            document = mine.get("cad_document")
+            if fmt == "copy" and document is not None:
+                raise RequestError("cad_document belongs to an edit in another format than copy (give cad_format)")
+            if fmt != "copy" and document is None:
+                raise RequestError(f"an edit segment in format {fmt!r} needs cad_document (the document's text)")
             forced = _int(mine, "cad_stop_at_forced", 0)
             if forced < 0:
                 raise RequestError(f"cad_stop_at_forced must be >= 0, not {forced}")
             edit = EditSegment(n_lines=n, monotonic=bool(_int(mine, "cad_monotonic", 0)),
                                program_ids=_ids(mine, "cad_program_ids"), session=mine.get("cad_session"),
-                               stop_at_copy=bool(_int(mine, "cad_stop_at_copy", 1)), stop_at_forced=forced)
+                               stop_at_copy=bool(_int(mine, "cad_stop_at_copy", 1)), stop_at_forced=forced,
+                               format=fmt, document=document)
         else:
-            for key in ("cad_monotonic", "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced"):
+            for key in ("cad_monotonic", "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced",
+                        "cad_format", "cad_document"):
                 if key in mine:
-                    raise RequestError(f"{key} belongs to a Copy-as-Decode segment: give cad_n_lines too")
+                    raise RequestError(f"{key} belongs to an edit segment: give cad_n_lines too")
         script = _ids(mine, "cad_script_ids") if "cad_script_ids" in mine else None
         if grammar is None and script is None:
             raise RequestError("a cad_outlines request needs cad_grammar, cad_grammar_text, cad_json_schema or "

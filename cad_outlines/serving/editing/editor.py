@@ -1,4 +1,5 @@
-"""The client-side entry point: Copy-as-Decode edits on a served model."""
+"""The client-side entry point: Copy-as-Decode edits (or edits in another format, ``format=``) on a
+served model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from ...decoding.encoding import TokenEncoder
 from ...decoding.results import EditEvent, EditResult
+from ...edits.formats import get_format
 from ...engine.compile import compile_grammar
 from ...engine.vocabulary import Vocabulary
 from ...grammars import grammar_path
@@ -31,12 +33,24 @@ class ServedEditor:
     :class:`~cad_outlines.serving.constraints.vllm_processor.CadLogitsProcessor` loaded."""
 
     def __init__(self, backend, tokenizer, *, model_vocab_size: int | None = None, vocab: Vocabulary | None = None,
-                 cache=True, max_context: int | None = None):
+                 cache=True, max_context: int | None = None, format: str = "copy"):
+        """`format`: the edit format of this editor's edits unless one names another (``new_edit(...,
+        format=...)``); an unknown one raises :class:`~cad_outlines.errors.ParameterError`."""
         self.backend, self.tokenizer = backend, tokenizer
         self.max_context = max_context  # the model's context (max_model_len), when known: edits stop before it
-        vocab = vocab or Vocabulary.from_tokenizer(tokenizer, model_vocab_size=model_vocab_size)
-        self.grammar = compile_grammar(grammar_path("copy_edit"), vocab, cache=cache, progress=False)
-        self.encoder = TokenEncoder(tokenizer, vocab)
+        self.format = get_format(format).name
+        self.vocab = vocab or Vocabulary.from_tokenizer(tokenizer, model_vocab_size=model_vocab_size)
+        self.cache = cache
+        self._grammars: dict = {}
+        self.grammar = self.grammar_for(self.format)
+        self.encoder = TokenEncoder(tokenizer, self.vocab)
+
+    def grammar_for(self, format: str):
+        """The compiled grammar of an edit format (compiled, or loaded from the cache, on first use)."""
+        name = get_format(format).grammar
+        if name not in self._grammars:
+            self._grammars[name] = compile_grammar(grammar_path(name), self.vocab, cache=self.cache, progress=False)
+        return self._grammars[name]
 
     @classmethod
     def _for_model(cls, backend, tokenizer: str | Path, model_vocab_size: int | None, **kwargs) -> ServedEditor:
@@ -76,9 +90,11 @@ class ServedEditor:
 
     def new_edit(self, document: str, instruction: str = "", **kwargs) -> ServedEdit:
         """A :class:`ServedEdit` (keyword arguments: max_new_tokens, prompt, script,
-        monotonic, temperature, seed, top_p, tag, forced_min_run, max_context, copy_mode)."""
+        monotonic, temperature, seed, top_p, tag, forced_min_run, max_context, copy_mode, format,
+        name)."""
         kwargs.setdefault("max_context", self.max_context)
-        return ServedEdit(self.grammar, self.encoder, document, instruction, **kwargs)
+        fmt = get_format(kwargs.pop("format", None) or self.format).name
+        return ServedEdit(self.grammar_for(fmt), self.encoder, document, instruction, format=fmt, **kwargs)
 
     def _edits(self, jobs: Sequence[tuple[str, str] | dict], kwargs: dict) -> list[ServedEdit]:
         return [self.new_edit(**job, **kwargs) if isinstance(job, dict) else self.new_edit(*job, **kwargs)

@@ -27,11 +27,12 @@ import uuid
 from dataclasses import dataclass, field
 
 from ...decoding.encoding import TokenEncoder
+from ...decoding.program_trackers import forced_run, tracker_for
 from ...decoding.prompt import build_prompt
-from ...decoding.results import EditEvent, EditResult, EditStats, resolver_events
+from ...decoding.results import EditEvent, EditResult, EditStats
+from ...edits.formats import get_format
 from ...edits.lines import split_lines
 from ...edits.program import PROGRAM_START
-from ...edits.resolve import StreamingResolver, resolve
 from ...engine.compiled_grammar import CompiledGrammar
 from ...engine.matcher import Matcher
 from ...errors import ParameterError, ProgramError, ServingError
@@ -92,24 +93,34 @@ class ServedEditStats(EditStats):
         return self.prompt_tokens_sent - self.cached_tokens + self.steps
 
 
-def script_program_ids(grammar: CompiledGrammar, encoder: TokenEncoder, script: str) -> list[int]:
+def _tracker(format: str, document: str, grammar: CompiledGrammar, monotonic: bool = False):
+    return tracker_for(format, document, grammar.vocab, constrained=True, monotonic=monotonic, token_text=None,
+                       lt_tokens=None)
+
+
+def script_program_ids(grammar: CompiledGrammar, encoder: TokenEncoder, script: str, *, format: str = "copy",
+                       document: str = "") -> list[int]:
     """The program tokens a teacher-forced run of `script` produces, exactly as
-    :meth:`CopyEditor.stream` with ``script=`` would (`script` with or without its
-    leading ``<program>``): grammar-forced runs encoded as the
-    editor encodes them, everything else the script's own next token."""
-    if script.startswith(PROGRAM_START):
+    :meth:`CopyEditor.stream` with ``script=`` would (a copy `script` with or without its
+    leading ``<program>``): forced runs (the grammar's, and for the diff-style formats the
+    search text `document` forces) encoded as the editor encodes them, everything else the
+    script's own next token."""
+    if format == "copy" and script.startswith(PROGRAM_START):
         script = script[len(PROGRAM_START):]
     m = Matcher(grammar)
+    tracker = _tracker(format, document, grammar)
     data = script.encode("utf-8")
     ids: list[int] = []
     pos = 0
     while pos < len(data):
-        forced = m.forced_tokens(encoder.encode)
+        forced = forced_run(m, tracker, encoder)
         if not forced:
             forced = [encoder.next_token(data, pos)]
         m.advance_many(forced)
         ids.extend(forced)
-        pos += sum(len(grammar.token_bytes(t)) for t in forced)
+        step = b"".join(grammar.token_bytes(t) for t in forced)
+        tracker.feed(step, step.decode("utf-8", "replace"))
+        pos += len(step)
     spelled = b"".join(grammar.token_bytes(t) for t in ids)
     if spelled != data:
         at = next((i for i, (a, b) in enumerate(zip(spelled, data)) if a != b), min(len(spelled), len(data)))
@@ -138,12 +149,14 @@ class ServedEdit:
                  max_new_tokens: int = 512, prompt: str | None = None, script: str | None = None,
                  monotonic: bool = False, temperature: float = 0.0, seed: int | None = None, top_p: float = 1.0,
                  session: str | None = None, tag: str | None = None, forced_min_run: int = 2,
-                 max_context: int | None = None, copy_mode: str = "prefill"):
+                 max_context: int | None = None, copy_mode: str = "prefill", format: str = "copy",
+                 name: str = "document"):
         if forced_min_run < 0:
             raise ParameterError(f"forced_min_run must be >= 0 (0: forced runs are decoded), not {forced_min_run}")
         if copy_mode not in ("prefill", "skip"):
             raise ParameterError(f"copy_mode must be 'prefill' or 'skip', not {copy_mode!r}")
         self.copy_mode = copy_mode  # skip: copied lines never enter the context, so a copy does not end a request
+        self.format = get_format(format).name  # `grammar` is that format's (ServedEditor.grammar_for)
         self.grammar, self.encoder, self.document = grammar, encoder, document
         self.max_new_tokens, self.monotonic, self.forced_min_run = max_new_tokens, monotonic, forced_min_run
         self.temperature, self.seed, self.top_p = temperature, seed, top_p
@@ -154,15 +167,17 @@ class ServedEdit:
         self.stats = ServedEditStats()
         self.n_lines = len(split_lines(document))
         t0 = time.perf_counter()
-        text = prompt if prompt is not None else build_prompt(encoder.tokenizer, document, instruction)
+        text = prompt if prompt is not None else build_prompt(encoder.tokenizer, document, instruction,
+                                                              format=self.format, name=name)
         self.prompt_ids = encoder.encode(text)
-        self.script_ids = script_program_ids(grammar, encoder, script) if script is not None else None
+        self.script_ids = (script_program_ids(grammar, encoder, script, format=self.format, document=document)
+                           if script is not None else None)
         self.stats.tokenize_s += time.perf_counter() - t0
         self.stats.prompt_tokens = len(self.prompt_ids)
         self.context: list[int] = list(self.prompt_ids)  # everything the engine has seen
         self.program_ids: list[int] = []
         self.matcher = Matcher(grammar)
-        self.resolver = StreamingResolver(document)
+        self.tracker = _tracker(self.format, document, grammar, monotonic)
         self._program_bytes = bytearray()
         self._chars: list[str] = []
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
@@ -215,10 +230,11 @@ class ServedEdit:
                 return None
             budget = min(budget, room)
         request = ConstraintRequest(
-            grammar=GrammarSpec(name="copy_edit"),
+            grammar=GrammarSpec(name=get_format(self.format).grammar),
             edit=EditSegment(n_lines=self.n_lines, monotonic=self.monotonic, program_ids=tuple(self.program_ids),
                              session=self.session, stop_at_copy=self.copy_mode == "prefill",
-                             stop_at_forced=self.forced_min_run),
+                             stop_at_forced=self.forced_min_run, format=self.format,
+                             document=None if self.format == "copy" else self.document),
             script_ids=tuple(self.script_ids) if self.script_ids is not None else None, tag=self.tag)
         self._in_flight = True
         self._copy_closed = False
@@ -238,7 +254,7 @@ class ServedEdit:
             self.stats.steps += 1
             if tok in self.eos_ids:
                 continue  # the end of a segment (after a copy, at a forced run, or after </program>)
-            if self._copy_closed or self.resolver.done:
+            if self._copy_closed or self.tracker.done:
                 raise ServingError(f"the engine went on after a segment should have ended (token {tok}); is the "
                                    "CadLogitsProcessor loaded?", self.result(partial=True))
             self.matcher.advance(tok)  # the server applied the same grammar: a refusal is a protocol error
@@ -254,7 +270,7 @@ class ServedEdit:
         self.context.extend(ids)
         data = b"".join(self.grammar.token_bytes(t) for t in ids)
         self._program_bytes.extend(data)
-        events = resolver_events(self.resolver, self._decode(data))
+        events = self.tracker.feed(data, self._decode(data))
         for event in events:
             if event.kind == "copy" and self.copy_mode == "prefill":  # the copied lines go into the next prompt
                 copy_ids = self.encoder.encode(event.text)
@@ -275,22 +291,26 @@ class ServedEdit:
         self.stats.segment_latencies_s.append(time.perf_counter() - self._sent_at)
         if outcome.cached_tokens is not None:
             self.stats.cached_tokens += outcome.cached_tokens
-        if self.resolver.done:
+        if self.tracker.done:
             self.stop_reason = "end"
             return []
         if self._copy_closed:
             self._next_kind = "copy"
-            return self._extend(self.matcher.forced_tokens(self.encoder.encode))
+            return self._extend(forced_run(self.matcher, self.tracker, self.encoder))
         if outcome.finish_reason == "length" or self.stats.generated_tokens >= self.max_new_tokens:
             full = self.max_context is not None and len(self.context) + 1 >= self.max_context
             self.stop_reason = "context_length" if full and self.stats.generated_tokens < self.max_new_tokens \
                 else "max_new_tokens"
             return []
         if outcome.finish_reason == "stop" and self.forced_min_run and self._segment_tokens:
-            forced = self.matcher.forced_tokens(self.encoder.encode)
-            if forced:  # the engine ended the request where the grammar forces a run (cad_stop_at_forced)
+            forced = forced_run(self.matcher, self.tracker, self.encoder)
+            if forced:  # the engine ended the request where a run is forced (cad_stop_at_forced)
                 self._next_kind = "fast_forward"
                 return self._extend(forced)
+        if outcome.finish_reason == "stop" and self.tracker.ends_with_eos and self.matcher.is_accepting() \
+                and self.tracker.eos_ok():
+            self.stop_reason = "end"  # the engine sampled EOS where the program may end
+            return self.tracker.end()
         raise ServingError(
             f"request of edit {self.tag} ended ({outcome.finish_reason}) before </program> and not at a copy: "
             "the engine refused it (see the server log for the cad_outlines error of this cad_tag)",
@@ -308,10 +328,10 @@ class ServedEdit:
             events.extend(self._feed(forced))
             if self._copy_closed:  # the run closed a copy: its lines go into the next prompt too
                 self._next_kind = "copy"
-                forced = self.matcher.forced_tokens(self.encoder.encode)
+                forced = forced_run(self.matcher, self.tracker, self.encoder)
             else:
                 forced = []
-        if self.resolver.done:
+        if self.tracker.done:
             self.stop_reason = "end"
         return events
 
@@ -321,9 +341,8 @@ class ServedEdit:
                             self.result(partial=True))
 
     def result(self, *, partial: bool = False) -> EditResult:
-        program = self.resolver.close(partial=True)
-        text = resolve(program, self.document, partial=True)
+        program, program_text, text, complete, error = self.tracker.finish("".join(self._chars))
         self.stats.wall_s = time.perf_counter() - self.started
         stop = self.stop_reason or ("error" if partial else "end")
-        return EditResult(self.document, program, PROGRAM_START + "".join(self._chars), text, program.complete, stop,
-                          self.stats)
+        return EditResult(self.document, program, program_text, text, complete, stop, self.stats,
+                          format=self.format, error=error)

@@ -1,6 +1,8 @@
-"""``POST /v1/cad/edits``: Copy-as-Decode edits run inside the OpenAI-compatible vLLM server.
+"""``POST /v1/cad/edits``: Copy-as-Decode edits (or edits in another format) run inside the
+OpenAI-compatible vLLM server.
 
-The client sends a document and an instruction (and, optionally, ``max_tokens``,
+The client sends a document and an instruction (and, optionally, ``format``: ``copy``, the
+default, ``search_replace``, ``udiff``, ``apply_patch`` or ``str_replace``; ``max_tokens``,
 ``temperature``, ``top_p``, ``seed``, ``model``); the server runs the edit on its own
 engine (one engine request per edit where the engine takes streaming input, see
 :mod:`..editing.session_channel`) and streams NDJSON, one JSON object a line:
@@ -8,12 +10,14 @@ engine (one engine request per edit where the engine takes streaming input, see
 - ``{"event": "copy", "lines": [i, j], "text": ...}``: a copy op resolved, with the lines it copied;
 - ``{"event": "gen_text", "text": ...}``: new text of the gen op being written;
 - ``{"event": "gen", "text": ...}``: a gen op closed (its whole text);
+- ``{"event": "hunk", "old": ..., "new": ...}``: a hunk of another format closed (the text it
+  replaces and its new text; ``anchors``: apply_patch's ``@@`` lines);
 - ``{"event": "end", "complete", "stop_reason", "program", "text", "diff", "stats"}``: the last line;
 - ``{"event": "error", "message": ...}``: the edit failed after the stream began (the last line).
 
 A bad request is answered before any streaming with a 4xx and one JSON error (OpenAI's
 shape, ``{"error": {"message", "type", "code"}}``): a body over the size limit (413), not
-UTF-8, not a JSON object, an unknown or ill-typed field, a missing document, a document
+UTF-8, not a JSON object, an unknown or ill-typed field, an unknown format, a missing document, a document
 whose prompt leaves no room in the model's context (400). A client that disconnects
 mid-edit aborts the edit's request in the engine.
 
@@ -31,6 +35,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ...decoding.results import EditEvent
+from ...edits.formats import EDIT_FORMATS, StrReplace
 from ...edits.program import Copy, Gen
 from ...errors import RequestError
 from ..limits import server_limits
@@ -41,7 +46,7 @@ log = logging.getLogger("cad_outlines.serving")
 
 EDIT_ROUTE = "/v1/cad/edits"
 DEFAULT_MAX_TOKENS = 1024
-FIELDS = ("document", "instruction", "model", "max_tokens", "temperature", "top_p", "seed")
+FIELDS = ("document", "instruction", "model", "max_tokens", "temperature", "top_p", "seed", "format")
 
 
 class EditRequestError(RequestError):
@@ -63,6 +68,7 @@ class EditJob:
     top_p: float = 1.0
     seed: int | None = None
     options: dict = field(default_factory=dict)  # more ServedEdit arguments (tests, studies)
+    format: str = "copy"  # the edit format (cad_outlines.edits.formats)
 
 
 def _number(body: dict, key: str, lo: float, hi: float, *, lo_open: bool = False) -> float | None:
@@ -123,6 +129,10 @@ def parse_edit_body(raw: bytes, *, served_models: tuple[str, ...] = ()) -> EditJ
     model = body.get("model")
     if model is not None and (not isinstance(model, str) or (served_models and model not in served_models)):
         raise EditRequestError(f"model {model!r} is not served here; served: {list(served_models)}", 404)
+    fmt = body.get("format", "copy")
+    if fmt not in EDIT_FORMATS:
+        shown = repr(fmt) if isinstance(fmt, str) and len(fmt) <= 40 else f"a {type(fmt).__name__}"
+        raise EditRequestError(f"unknown format {shown}: use one of {', '.join(EDIT_FORMATS)}")
     job = EditJob(document, instruction)
     max_tokens = _integer(body, "max_tokens", 1, 2**31 - 1)
     temperature = _number(body, "temperature", 0.0, 2.0)  # vLLM's range
@@ -130,7 +140,7 @@ def parse_edit_body(raw: bytes, *, served_models: tuple[str, ...] = ()) -> EditJ
     seed = _integer(body, "seed", -(2**63), 2**63 - 1)
     return EditJob(document, instruction, max_tokens if max_tokens is not None else job.max_tokens,
                    temperature if temperature is not None else job.temperature,
-                   top_p if top_p is not None else job.top_p, seed)
+                   top_p if top_p is not None else job.top_p, seed, format=fmt)
 
 
 def event_line(event: EditEvent) -> dict:
@@ -142,8 +152,14 @@ def event_line(event: EditEvent) -> dict:
                                            "cached_tokens", "steps", "computed_tokens", "generated_tokens",
                                            "copied_tokens", "fast_forwarded_tokens", "forced_runs") if hasattr(s, k)}
         stats["wall_s"] = round(s.wall_s, 4)
-        return {"event": "end", "complete": r.complete, "stop_reason": r.stop_reason, "program": r.program_text,
-                "text": r.text, "diff": r.diff(), "stats": stats}
+        return {"event": "end", "complete": r.complete, "stop_reason": r.stop_reason, "format": r.format,
+                "program": r.program_text, "text": r.text, "diff": r.diff(), "stats": stats}
+    if event.kind == "hunk":
+        op = event.op
+        if isinstance(op, StrReplace):
+            return {"event": "hunk", "old": op.old_str, "new": op.new_str}
+        return {"event": "hunk", "old": "".join(b + "\n" for b in op.old), "new": "".join(b + "\n" for b in op.new),
+                "anchors": list(op.anchors)}
     if event.kind == "copy" and isinstance(event.op, Copy):
         return {"event": "copy", "lines": [event.op.start, event.op.end], "text": event.text}
     if event.kind == "gen" and isinstance(event.op, Gen):
@@ -172,7 +188,8 @@ class EditService:
         event loop); :class:`EditRequestError` if the prompt leaves no room in the model's
         context for the program."""
         edit = self.editor.new_edit(job.document, job.instruction, max_new_tokens=job.max_tokens,
-                                    temperature=job.temperature, top_p=job.top_p, seed=job.seed, **job.options)
+                                    temperature=job.temperature, top_p=job.top_p, seed=job.seed, format=job.format,
+                                    **job.options)
         n = edit.stats.prompt_tokens
         if n + 2 > self.max_context:
             raise EditRequestError(f"the document is too long: its prompt is {n} tokens and the model's context is "

@@ -30,8 +30,16 @@ public:
             if (keys_[i] == key) return vals_[i];
         return -1;
     }
+    // Empty, in time proportional to what it held: a map much larger than its last contents
+    // (reused after a large job) is given back.
     void clear() {
-        if (n_) vals_.assign(vals_.size(), -1);
+        if (vals_.size() > 1024 && n_ * 16 < vals_.size()) {
+            keys_ = {};
+            vals_ = {};
+            mask_ = 0, shift_ = 64;
+        } else if (n_) {
+            vals_.assign(vals_.size(), -1);
+        }
         n_ = 0;
     }
     size_t size() const { return n_; }
@@ -78,6 +86,13 @@ public:
         next_.push_back(next_[head]);  // chained after the head
         next_[head] = id;
         return {id, true};
+    }
+    // The entry v with same(v), -1 if none.
+    template <class Same>
+    int32_t find(uint64_t hash, Same&& same) const {
+        for (int32_t v = heads_.find(hash); v >= 0; v = next_[v])
+            if (same(v)) return v;
+        return -1;
     }
     size_t size() const { return next_.size(); }
     void clear() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <tuple>
 
 #include "batch.h"
 #include "hash.h"
@@ -21,6 +22,13 @@ constexpr size_t PARALLEL_WALK_NODES = size_t(1) << 14;
 constexpr std::chrono::microseconds PARALLEL_AFTER{1000};
 // unions of more tokens are made in a bitset (a sort costs more from a few hundred on)
 constexpr size_t SORT_MAX = 256;
+
+// (a popcount instruction is a library call without -mpopcnt)
+static inline uint32_t popcount32(uint32_t v) {
+    v = v - ((v >> 1) & 0x55555555u);
+    v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+    return (((v + (v >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+}
 
 static int32_t indent_step(int32_t acc, int b, int32_t tab) {
     if (b == 10) return 0;
@@ -89,8 +97,128 @@ uint64_t LazyStore::stays(int32_t state) const {
     return out;
 }
 
+int32_t LazyStore::walk_extend(Walk& w, int32_t eid, int32_t label) const {
+    auto [id, fresh] = w.emit_id.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label), int32_t(w.emitted.size()));
+    if (fresh) w.emitted.push_back({eid, label});
+    return id;
+}
+
+void LazyStore::step(Walk& w, const Item* from, size_t n_from, int c, std::vector<Item>& to, bool exits_only) const {
+    const int32_t tab = g_.tab_len;
+    to.clear();
+    for (const Item* it = from; it < from + n_from; ++it) {
+        const int64_t k = a_.at(it->state, c);
+        for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
+            if (exits_only && region_edge(it->state, e, c)) continue;
+            const uint8_t kind = a_.kind[e];
+            int32_t acc2 = 0;
+            bool abs2 = false;
+            if (kind == NL_GOES_ON) {
+                acc2 = indent_step(it->acc, c, tab);
+                abs2 = it->absolute || c == 10;
+            } else if (kind == NL_STARTS) {
+                acc2 = indent_step(NO_LINE_BREAK, c, tab);
+                abs2 = true;
+            }
+            int32_t lab = a_.lab[e];
+            if (a_.ends_nl[e]) {
+                if (acc2 < 0) continue;  // lark's Indenter cannot read a NEWLINE with no line break
+                if (lab >= 0) lab = INDENT_BASE + 2 * acc2 + int32_t(abs2);
+            }
+            const int32_t st2 = a_.nxt[e];
+            const int32_t eid2 = lab >= 0 ? walk_extend(w, it->eid, lab) : it->eid;
+            if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
+            bool seen = false;
+            for (const Item& o : to)
+                if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
+                    seen = true;
+                    break;
+                }
+            if (seen) continue;
+            Item& n = to.emplace_back();  // field by field: a whole Item built aside stalls the copy
+            n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2, n.group = -1;
+        }
+    }
+}
+
+// The walk's fronts (the hypotheses at a node) are interned, and the front after each
+// (front, byte) is remembered: most nodes repeat a step taken before (a lexeme going on).
+int32_t LazyStore::intern_front(Walk& w, const std::vector<Item>& f) const {
+    auto same = [](const Item* x, const Item* y, size_t n) {
+        for (size_t k = 0; k < n; ++k)
+            if (x[k].state != y[k].state || x[k].acc != y[k].acc || x[k].absolute != y[k].absolute ||
+                x[k].eid != y[k].eid)
+                return false;
+        return true;
+    };
+    uint64_t h = FNV_OFFSET;
+    for (const Item& it : f)
+        h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
+                  it.absolute)) * FNV_PRIME;
+    auto [id, fresh] = w.front_at.find_or_add(h, [&](int32_t v) {
+        return size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size());
+    });
+    if (!fresh) return id;
+    uint64_t keep = ~STAYS_KNOWN;  // the classes on which every hypothesis stays as it is
+    for (const Item& it : f) keep &= stays(it.state);
+    // once per front, not per node: a walk's fronts are few, its nodes many (and on several threads)
+    const Region* reg = f.size() == 1 && trie_->shared->enabled() && pure(f[0].state) ? region(f[0].state) : nullptr;
+    w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), keep, 0, reg});
+    w.front_items.insert(w.front_items.end(), f.begin(), f.end());
+    return id;
+}
+
+int32_t LazyStore::next_front(Walk& w, int32_t f, int c) const {
+    const uint64_t key = uint64_t(f) << 8 | uint64_t(c);
+    const int32_t known = w.moves.find(key);
+    if (known >= 0) return known - 1;
+    step(w, w.front_items.data() + w.fronts[f].off, size_t(w.fronts[f].len), c, w.probe);
+    const int32_t id = w.probe.empty() ? -1 : intern_front(w, w.probe);
+    w.moves.try_emplace(key, id + 1);
+    return id;
+}
+
+int32_t LazyStore::group_index(Walk& w, int32_t state, int32_t eid) const {
+    auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(state)) << 32) | uint32_t(eid),
+                                                 int32_t(w.groups.size()));
+    if (fresh) w.groups.push_back(Group{state, eid, -1, {}});
+    return group;
+}
+
+// the tokens t0 .. t1 of the trie's list join the group of each hypothesis of front f
+// (preorder: a group's tokens from consecutive nodes are one range)
+void LazyStore::record(Walk& w, int32_t t0, int32_t t1, int32_t f) const {
+    if (t0 == t1) return;
+    for (int32_t n = 0; n < w.fronts[f].len; ++n) {
+        Item& it = w.front_items[size_t(w.fronts[f].off + n)];
+        if (it.group < 0) it.group = group_index(w, it.state, it.eid);
+        auto& spans = w.groups[it.group].spans;
+        if (!spans.empty() && spans.back().second == t0)
+            spans.back().second = t1;
+        else
+            spans.push_back({t0, t1});
+    }
+}
+
+// whether front f comes back after every byte of the classes: known from the states of
+// hypotheses that each stay as they are; else each class is tried byte by byte once (as a
+// NAME goes on, [NAME ended here, NAME going on] is such a front)
+bool LazyStore::settled(Walk& w, int32_t f, uint64_t classes) const {
+    if ((classes & ~w.fronts[f].settles) == 0) return true;
+    if (classes & w.fronts[f].moves) return false;
+    for (uint64_t todo = classes & ~w.fronts[f].settles; todo; todo &= todo - 1) {
+        const int k = __builtin_ctzll(todo);
+        for (int n = class_off_[k]; n < class_off_[k + 1]; ++n)
+            if (next_front(w, f, class_bytes_[n]) != f) {
+                w.fronts[f].moves |= uint64_t(1) << k;
+                return false;
+            }
+        w.fronts[f].settles |= uint64_t(1) << k;
+    }
+    return true;
+}
+
 void LazyStore::walk(Walk& w) const {
-    const VocabTrie& t = *trie_;
     w.groups.clear();
     w.emitted.assign(1, {-1, -1});
     w.emit_id.clear();
@@ -100,142 +228,155 @@ void LazyStore::walk(Walk& w) const {
     w.front_items.clear();
     w.moves.clear();
     w.walked = 0;
-    w.at_depth.resize(size_t(t.max_depth) + 1);
-    auto extend = [&](int32_t eid, int32_t label) {
-        auto [id, fresh] = w.emit_id.try_emplace((uint64_t(uint32_t(eid)) << 32) | uint32_t(label),
-                                                 int32_t(w.emitted.size()));
-        if (fresh) w.emitted.push_back({eid, label});
-        return id;
-    };
-    // the hypotheses after byte c from those in from[0 .. n) (lexemes going on, ending, starting)
-    const int32_t tab = g_.tab_len;
-    auto step = [&](const Item* from, size_t n_from, int c, std::vector<Item>& to) {
-        to.clear();
-        for (const Item* it = from; it < from + n_from; ++it) {
-            const int64_t k = a_.at(it->state, c);
-            for (int64_t e = a_.ptr[k]; e < a_.ptr[k + 1]; ++e) {
-                const uint8_t kind = a_.kind[e];
-                int32_t acc2 = 0;
-                bool abs2 = false;
-                if (kind == NL_GOES_ON) {
-                    acc2 = indent_step(it->acc, c, tab);
-                    abs2 = it->absolute || c == 10;
-                } else if (kind == NL_STARTS) {
-                    acc2 = indent_step(NO_LINE_BREAK, c, tab);
-                    abs2 = true;
-                }
-                int32_t lab = a_.lab[e];
-                if (a_.ends_nl[e]) {
-                    if (acc2 < 0) continue;  // lark's Indenter cannot read a NEWLINE with no line break
-                    if (lab >= 0) lab = INDENT_BASE + 2 * acc2 + int32_t(abs2);
-                }
-                const int32_t st2 = a_.nxt[e];
-                const int32_t eid2 = lab >= 0 ? extend(it->eid, lab) : it->eid;
-                if (!a_.in_nl[st2]) acc2 = 0, abs2 = false;
-                bool seen = false;
-                for (const Item& o : to)
-                    if (o.state == st2 && o.acc == acc2 && o.absolute == abs2 && o.eid == eid2) {
-                        seen = true;
-                        break;
-                    }
-                if (seen) continue;
-                Item& n = to.emplace_back();  // field by field: a whole Item built aside stalls the copy
-                n.state = st2, n.acc = acc2, n.absolute = abs2, n.eid = eid2, n.group = -1;
-            }
-        }
-    };
-    // The walk's fronts (the hypotheses at a node) are interned, and the front after each
-    // (front, byte) is remembered: most nodes repeat a step taken before (a lexeme going on).
-    auto same = [](const Item* x, const Item* y, size_t n) {
-        for (size_t k = 0; k < n; ++k)
-            if (x[k].state != y[k].state || x[k].acc != y[k].acc || x[k].absolute != y[k].absolute ||
-                x[k].eid != y[k].eid)
-                return false;
-        return true;
-    };
-    auto intern_front = [&](const std::vector<Item>& f) {
-        uint64_t h = FNV_OFFSET;
-        for (const Item& it : f)
-            h = (h ^ ((uint64_t(uint32_t(it.state)) << 32 | uint32_t(it.eid)) + uint64_t(it.acc) * 0x9E3779B97F4A7C15ull +
-                      it.absolute)) * FNV_PRIME;
-        auto [id, fresh] = w.front_at.find_or_add(h, [&](int32_t v) {
-            return size_t(w.fronts[v].len) == f.size() && same(w.front_items.data() + w.fronts[v].off, f.data(), f.size());
-        });
-        if (!fresh) return id;
-        uint64_t keep = ~STAYS_KNOWN;  // the classes on which every hypothesis stays as it is
-        for (const Item& it : f) keep &= stays(it.state);
-        w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), keep, 0});
-        w.front_items.insert(w.front_items.end(), f.begin(), f.end());
-        return id;
-    };
-    auto next_front = [&](int32_t f, int c) {  // -1: no hypothesis left
-        const uint64_t key = uint64_t(f) << 8 | uint64_t(c);
-        const int32_t known = w.moves.find(key);
-        if (known >= 0) return known - 1;
-        step(w.front_items.data() + w.fronts[f].off, size_t(w.fronts[f].len), c, w.probe);
-        const int32_t id = w.probe.empty() ? -1 : intern_front(w.probe);
-        w.moves.try_emplace(key, id + 1);
-        return id;
-    };
-    // the tokens t0 .. t1 of the trie's list join the group of each hypothesis of front f
-    // (preorder: a group's tokens from consecutive nodes are one range)
-    auto record = [&](int32_t t0, int32_t t1, int32_t f) {
-        if (t0 == t1) return;
-        for (int32_t n = 0; n < w.fronts[f].len; ++n) {
-            Item& it = w.front_items[size_t(w.fronts[f].off + n)];
-            if (it.group < 0) {
-                auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(it.state)) << 32) | uint32_t(it.eid),
-                                                             int32_t(w.groups.size()));
-                if (fresh) w.groups.push_back(Group{it.state, it.eid, -1, {}});
-                it.group = group;
-            }
-            auto& spans = w.groups[it.group].spans;
-            if (!spans.empty() && spans.back().second == t0)
-                spans.back().second = t1;
-            else
-                spans.push_back({t0, t1});
-        }
-    };
-    // whether front f comes back after every byte of the classes: known from the states of
-    // hypotheses that each stay as they are; else each class is tried byte by byte once (as a
-    // NAME goes on, [NAME ended here, NAME going on] is such a front)
-    auto settled = [&](int32_t f, uint64_t classes) {
-        if ((classes & ~w.fronts[f].settles) == 0) return true;
-        if (classes & w.fronts[f].moves) return false;
-        for (uint64_t todo = classes & ~w.fronts[f].settles; todo; todo &= todo - 1) {
-            const int k = __builtin_ctzll(todo);
-            for (int n = class_off_[k]; n < class_off_[k + 1]; ++n)
-                if (next_front(f, class_bytes_[n]) != f) {
-                    w.fronts[f].moves |= uint64_t(1) << k;
-                    return false;
-                }
-            w.fronts[f].settles |= uint64_t(1) << k;
-        }
-        return true;
-    };
-    const int32_t r = t.first_child[w.first_byte];
+    w.at_depth.resize(size_t(trie_->max_depth) + 1);
     w.probe.assign(1, Item{w.state, w.acc, w.absolute, 0});
-    w.at_depth[1] = intern_front(w.probe);
-    record(t.tok_off[r], t.tok_off[r + 1], w.at_depth[1]);
-    for (int32_t i = r + 1, end = t.subtree_end[r]; i < end;) {
-        const int32_t f = next_front(w.at_depth[size_t(t.depth[i] - 1)], t.byte[i]);
+    walk_below(w, trie_->first_child[w.first_byte], intern_front(w, w.probe));
+}
+
+void LazyStore::walk_below(Walk& w, int32_t node, int32_t f) const {
+    const VocabTrie& t = *trie_;
+    if (delegate(w, node, f)) return;
+    w.at_depth[size_t(t.depth[node])] = f;
+    record(w, t.tok_off[node], t.tok_off[node + 1], f);
+    const int32_t end = t.subtree_end[node];
+    if (end > node + 1 && settled(w, f, t.below[node])) {
+        record(w, t.tok_off[node + 1], t.tok_off[end], f);
+        w.walked += size_t(end - node - 1);
+        return;
+    }
+    for (int32_t i = node + 1; i < end;) {
+        const int32_t f2 = next_front(w, w.at_depth[size_t(t.depth[i] - 1)], t.byte[i]);
         ++w.walked;
-        if (f < 0) {
-            i = t.subtree_end[i];  // no token through here can be lexed: skip them all
+        if (f2 < 0 || delegate(w, i, f2)) {
+            i = t.subtree_end[i];  // no token through here can be lexed, or all are done: skip them
             continue;
         }
-        w.at_depth[size_t(t.depth[i])] = f;
-        record(t.tok_off[i], t.tok_off[i + 1], f);
+        w.at_depth[size_t(t.depth[i])] = f2;
+        record(w, t.tok_off[i], t.tok_off[i + 1], f2);
         // the same hypotheses at every node below: the subtree's tokens are theirs at once
         const int32_t stop = t.subtree_end[i];
-        if (stop > i + 1 && settled(f, t.below[i])) {
-            record(t.tok_off[i + 1], t.tok_off[stop], f);
+        if (stop > i + 1 && settled(w, f2, t.below[i])) {
+            record(w, t.tok_off[i + 1], t.tok_off[stop], f2);
             w.walked += size_t(stop - i - 1);  // as if walked node by node
             i = stop;
             continue;
         }
         ++i;
     }
+}
+
+bool LazyStore::pure(int32_t s) const {
+    return g_.c_owner[s] >= 0 && !a_.in_nl[s];
+}
+
+bool LazyStore::region_edge(int32_t s, int64_t e, int c) const {
+    const int32_t t = a_.nxt[e];
+    return a_.lab[e] < 0 && a_.kind[e] == 0 && !a_.ends_nl[e] && g_.c_owner[t] == g_.c_owner[s] && !a_.in_nl[t] &&
+           g_.l_trans[size_t(g_.c_state[s]) * 256 + size_t(c)] == g_.c_state[t];
+}
+
+// at most this many states in a shared region (its signature is 512 bytes a state; int8 states)
+constexpr size_t MAX_REGION = 64;
+
+int32_t LazyStore::make_region(int32_t s) const {
+    // s's lexeme states, breadth first over bytes 0 .. 255 (the canonical numbering), each as its
+    // runs of bytes with the same (next state, exit) (shared_walks.h: SharedWalks::region)
+    std::vector<int32_t> states{s}, key;
+    FlatMap local;
+    local.try_emplace(uint64_t(uint32_t(s)), 0);
+    int32_t cls_tgt[256], cls_local[256];
+    uint8_t cls_exit[256];
+    int rep[256];  // a byte of each class
+    for (int c = 256; c-- > 0;) rep[a_.cls[size_t(c)]] = c;
+    for (size_t r = 0; r < states.size(); ++r) {
+        const int32_t q = states[r];
+        for (int k = 0; k < a_.n_classes; ++k) {
+            // an exit: this grammar has another edge here (the lexeme ends, another one starts)
+            cls_tgt[k] = -1, cls_exit[k] = 0;
+            const int64_t at = int64_t(q) * a_.n_classes + k;
+            for (int64_t e = a_.ptr[at]; e < a_.ptr[at + 1]; ++e) {
+                if (!region_edge(q, e, rep[k])) {
+                    cls_exit[k] = 1;
+                } else if (cls_tgt[k] >= 0) {
+                    return -2;  // two ways to go on: not one lexeme's automaton
+                } else {
+                    cls_tgt[k] = a_.nxt[e];
+                }
+            }
+        }
+        const size_t runs = key.size();
+        key.push_back(0);
+        int32_t last = INT32_MIN;
+        for (int k = 0; k < a_.n_classes; ++k) cls_local[k] = INT32_MIN;
+        for (int c = 0; c < 256; ++c) {
+            const int k = a_.cls[size_t(c)];
+            if (cls_local[k] == INT32_MIN) {  // the class's first byte: its next state's number
+                cls_local[k] = -1;
+                if (cls_tgt[k] >= 0) {
+                    bool fresh;
+                    std::tie(cls_local[k], fresh) =
+                        local.try_emplace(uint64_t(uint32_t(cls_tgt[k])), int32_t(states.size()));
+                    if (fresh) {
+                        if (states.size() == MAX_REGION) return -2;
+                        states.push_back(cls_tgt[k]);
+                    }
+                }
+            }
+            const int32_t v = cls_local[k] * 2 + cls_exit[k];
+            if (v != last) {
+                key.push_back(c);
+                key.push_back(v);
+                ++key[runs];
+                last = v;
+            }
+        }
+    }
+    const int32_t sig = trie_->shared->region(key, int32_t(states.size()));
+    if (sig < 0) return -2;  // no room for another region
+    Region& reg = regions_.emplace_back();
+    reg.sig = sig;
+    reg.states = std::move(states);
+    return int32_t(regions_.size()) - 1;
+}
+
+const LazyStore::Region* LazyStore::region(int32_t s) const {
+    std::lock_guard<std::mutex> lk(region_mu_);
+    if (region_at_.empty()) region_at_.assign(g_.n_configs(), -1);
+    int32_t& at = region_at_[size_t(s)];
+    if (at == -1) at = make_region(s);
+    return at >= 0 ? &regions_[size_t(at)] : nullptr;
+}
+
+bool LazyStore::delegate(Walk& w, int32_t node, int32_t f) const {
+    const Region* reg = w.fronts[f].reg;
+    if (!reg) return false;
+    const VocabTrie& t = *trie_;
+    auto [sw, made] = t.shared->walk(t, reg->sig, node);
+    if (made) w.walked += sw->nodes;
+    const int32_t eid = w.front_items[size_t(w.fronts[f].off)].eid;
+    // the tokens of the subtree by local end state
+    for (size_t g = 0; g < sw->grp_state.size(); ++g) {
+        const int32_t state = reg->states[size_t(sw->grp_state[g])];
+        auto& spans = w.groups[size_t(group_index(w, state, eid))].spans;
+        spans.insert(spans.end(), sw->spans.begin() + sw->span_off[g], sw->spans.begin() + sw->span_off[g + 1]);
+    }
+    // where the lexeme may end: this grammar goes on from there, node by node
+    for (auto x = sw->exits.begin(); x != sw->exits.end();) {
+        const int32_t k = x->first;
+        w.exit_items.clear();
+        for (; x != sw->exits.end() && x->first == k; ++x) {
+            const Item from{reg->states[size_t(x->second)], 0, false, eid};
+            step(w, &from, 1, t.byte[k], w.probe, true);
+            for (const Item& it : w.probe) {
+                bool seen = false;
+                for (const Item& o : w.exit_items) seen = seen || (o.state == it.state && o.acc == it.acc &&
+                                                                   o.absolute == it.absolute && o.eid == it.eid);
+                if (!seen) w.exit_items.push_back(it);
+            }
+        }
+        if (!w.exit_items.empty()) walk_below(w, k, intern_front(w, w.exit_items));
+    }
+    return true;
 }
 
 void LazyStore::keep(Walk& w) {
@@ -283,14 +424,12 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     size_t count = ids_.size();
     if (count) {
         for (int32_t x : ids_) words_[x >> 5] |= 1u << (x & 31);
-    } else {  // counted as set (a popcount is a library call without -mpopcnt)
+    } else {
+        uint32_t* words = words_.data();
         for (const Group* grp : groups)
             for (auto [t0, t1] : grp->spans)
-                for (const int32_t* x = tok + t0; x < tok + t1; ++x) {
-                    const uint32_t before = words_[*x >> 5];
-                    words_[*x >> 5] = before | 1u << (*x & 31);
-                    count += words_[*x >> 5] != before;
-                }
+                for (const int32_t* x = tok + t0; x < tok + t1; ++x) words[*x >> 5] |= 1u << (*x & 31);
+        for (size_t i = 0; i < W; ++i) count += popcount32(words[i]);
     }
     if (count > dense_from) {
         sid = intern(nullptr, count, words_.data());
@@ -326,7 +465,13 @@ int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
     return sid;
 }
 
+std::deque<LazyStore::Walk>& LazyStore::walk_pool() {
+    static thread_local std::deque<LazyStore::Walk> pool;
+    return pool;
+}
+
 size_t LazyStore::prepare(int32_t q) {
+    auto& walks_ = walk_pool();
     // the hypotheses q's first bytes reach, and the walks of the tokens after them
     const int32_t tab = g_.tab_len;
     hyps_.clear();

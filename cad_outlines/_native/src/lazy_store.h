@@ -15,8 +15,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
@@ -83,6 +85,7 @@ private:
     };
     // One walk: its result (groups whose label sequences are interned in the walk's own
     // table, so that walks can run on several threads) and its scratch.
+    struct Region;  // below
     struct Walk {
         int32_t state, acc, first_byte;
         bool absolute;
@@ -96,14 +99,18 @@ private:
         struct Front {
             int32_t off, len;  // in front_items
             uint64_t settles, moves;
+            const Region* reg;  // its one hypothesis' shared region (region()), else null
         };
         InternIndex front_at;  // the fronts, by hash
         std::vector<Front> fronts;
-        std::vector<Item> front_items, probe;
+        std::vector<Item> front_items, probe, exit_items;
         FlatMap moves;                  // front << 8 | byte -> front + 1 (0: none)
         std::vector<int32_t> at_depth;  // the front at each depth of the current path
         size_t walked = 0;
     };
+    // The walks' scratch, kept by the thread that prepares builds (any store's): a new grammar's
+    // first builds reuse what earlier ones allocated. A deque: growing it moves no walk.
+    static std::deque<Walk>& walk_pool();
     // The hypothesis an edge of the configuration's first byte reaches, and its walk.
     struct Hyp {
         int32_t lead;  // label the first byte emits (-1 none)
@@ -125,7 +132,7 @@ private:
         int32_t cfg;
         int32_t hyps_off, n_hyps;  // its hypotheses in composed_hyps_
     };
-    // The hypotheses of cfg's first bytes into hyps_, their new walks done (walks_[0 .. n),
+    // The hypotheses of cfg's first bytes into hyps_, their new walks done (walk_pool()[0 .. n),
     // n returned, in the order first met).
     size_t prepare(int32_t cfg);
     void gather();       // the rows of hyps_ (rows_, hits_), their label sequences as nodes_
@@ -149,7 +156,37 @@ private:
         }
     }
     void eager_rows(EagerRows& out);  // the rows of hyps_ one by one
+    // The walk of the tokens after w's first byte: walk_below from its hypothesis.
     void walk(Walk& w) const;
+    // The tokens of trie subtree `node` (its own included) from front f at the node: each trie
+    // node is stepped from its parent's front; a subtree no hypothesis survives is skipped, one
+    // on which the front stays is taken whole, one whose front is one hypothesis inside a lexeme
+    // with a shared region is delegated (delegate).
+    void walk_below(Walk& w, int32_t node, int32_t f) const;
+    // The hypotheses after byte c from those in from[0 .. n) (lexemes going on, ending,
+    // starting) into `to`; with `exits_only`, without the lexeme going on (exits of a region).
+    void step(Walk& w, const Item* from, size_t n, int c, std::vector<Item>& to, bool exits_only = false) const;
+    int32_t intern_front(Walk& w, const std::vector<Item>& f) const;
+    int32_t next_front(Walk& w, int32_t f, int c) const;  // -1: no hypothesis left
+    void record(Walk& w, int32_t t0, int32_t t1, int32_t f) const;
+    int32_t group_index(Walk& w, int32_t state, int32_t eid) const;  // the walk's group of (state, eid), made if new
+    bool settled(Walk& w, int32_t f, uint64_t classes) const;
+    int32_t walk_extend(Walk& w, int32_t eid, int32_t label) const;
+    // Walks shared across grammars (shared_walks.h). A state is pure when it is inside a lexeme
+    // and outside NEWLINE: its region is the configurations the lexeme going on reaches from
+    // there (edges with no label, the same owner, its automaton's step; constraint runs beside
+    // it change only which configuration).
+    bool pure(int32_t state) const;
+    bool region_edge(int32_t state, int64_t e, int c) const;  // edge e (byte c): pure `state`'s lexeme going on
+    struct Region {
+        int32_t sig;                 // in the trie's SharedWalks
+        std::vector<int32_t> states;  // local state -> this grammar's
+    };
+    const Region* region(int32_t state) const;  // null: not shareable
+    int32_t make_region(int32_t state) const;   // regions_ index, -2: not shareable
+    // The tokens of subtree `node` from front f, if f is one pure hypothesis: the shared walk of
+    // its region, its groups mapped to this grammar's states and its exits walked on from here.
+    bool delegate(Walk& w, int32_t node, int32_t f) const;
     // The byte classes (byte_class) on all of whose bytes a hypothesis in `state` stays as it
     // is: one edge, back to the state, no label, outside NEWLINE. Computed on first need
     // (walks on several threads may race to write the same value).
@@ -167,6 +204,9 @@ private:
     ByteAutomatonView a_;
     std::shared_ptr<const VocabTrie> trie_;
     std::unique_ptr<std::atomic<uint64_t>[]> stays_;  // per state; 0: not computed yet
+    mutable std::mutex region_mu_;                      // regions, made by walks on any thread
+    mutable std::vector<int32_t> region_at_;            // per state: regions_ index, -1 unknown, -2 none
+    mutable std::deque<Region> regions_;
     uint64_t class_of_[256];                            // byte_class of each byte
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
@@ -199,7 +239,6 @@ private:
     std::vector<Hit> hits_;
     std::vector<const Group*> groups_;
     std::vector<Hyp> hyps_;
-    std::vector<Walk> walks_;
     std::vector<int32_t> by_size_;  // walks, the largest first
     std::vector<int32_t> local_;    // a walk's eid -> the store's
     std::vector<int32_t> kids_, kid_off_, rank_;  // order_nodes

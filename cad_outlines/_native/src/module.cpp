@@ -268,7 +268,30 @@ static void bind_vocab_trie(nb::module_& m) {
              }, "offsets"_a, "bytes"_a, "allowed"_a,
              "The vocabulary's byte trie (a grammar's v_bytes_off, v_bytes, v_allowed), shared by lazy grammars.")
         .def_prop_ro("n_nodes", &VocabTrie::size)
-        .def_prop_ro("n_tokens", &VocabTrie::n_tokens);
+        .def_prop_ro("n_tokens", &VocabTrie::n_tokens)
+        .def_prop_rw("share_walks", [](const VocabTrie& t) { return t.shared->enabled(); },
+                     [](VocabTrie& t, bool on) { t.shared->set_enabled(on); },
+                     "Whether lazy row builds share walks inside lexemes across the vocabulary's grammars "
+                     "(shared_walks.h; the same rows either way).")
+        .def_prop_ro("shared_walk_stats", [](const VocabTrie& t) {
+                 nb::dict d;
+                 d["kept"] = t.shared->n_walks();
+                 d["bytes"] = t.shared->n_bytes();
+                 d["regions"] = t.shared->n_regions();
+                 d["region_bytes"] = t.shared->n_region_bytes();
+                 d["made"] = t.shared->n_made.load();
+                 d["found"] = t.shared->n_found.load();
+                 d["flushes"] = t.shared->n_flushes.load();
+                 return d;
+             }, "walks inside lexemes kept for the vocabulary's grammars (kept, bytes), their regions (regions, "
+                "region_bytes) and, since the last clear, walks made, found, and times the kept walks were "
+                "forgotten to make room (flushes)")
+        .def_prop_rw("shared_walk_budget", [](const VocabTrie& t) { return t.shared->budget.load(); },
+                     [](VocabTrie& t, size_t b) { t.shared->budget = b; }, "bytes of walks kept at most")
+        .def_prop_rw("shared_region_budget", [](const VocabTrie& t) { return t.shared->region_budget.load(); },
+                     [](VocabTrie& t, size_t b) { t.shared->region_budget = b; },
+                     "bytes of regions kept at most (a lexeme region met past it is walked unshared)")
+        .def("clear_shared_walks", [](VocabTrie& t) { t.shared->clear(); }, "Forget the kept walks.");
 }
 
 // The grammar over flat arrays (grammar.h).

@@ -6,7 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "shared_walks.h"
 
 
 namespace cad {
@@ -28,6 +31,8 @@ struct VocabTrie {
     int32_t vocab_size = 0;
     size_t n_tokens() const { return tok_ids.size(); }
     size_t size() const { return byte.size(); }
+    // walks inside lexemes, shared by every grammar of the vocabulary (shared_walks.h)
+    std::unique_ptr<SharedWalks> shared = std::make_unique<SharedWalks>();
 };
 
 // The bytes in 46 classes: each ASCII byte that is no letter or digit alone (the controls

@@ -300,7 +300,12 @@ def report_body(results, entries, wall, rec_s, corpus, args) -> tuple[str, list[
         "an Indenter postlexer rebuilt from the recorded settings) and compiled by the engine (lazily, with the "
         "same start, import paths and postlexer); each text, and "
         f"{args.edits} single-character edits of each text lark accepted, is decided by lark and by the engine "
-        f"teacher-forced with {args.tokenizers.replace(',', ' and ')} tokens and byte by byte, EOS at the end.\n\n"
+        f"teacher-forced with {args.tokenizers.replace(',', ' and ')} tokens and byte by byte, EOS at the end. "
+        "LARK-1.3.1-SOURCE in the command is lark's unpacked sdist (`pip download --no-binary :all: --no-deps "
+        "lark==1.3.1`: it has `tests/`); only its `tests/` are run, not `examples/`, and only LALR parsers are recorded: the grammar that "
+        "loops (`start: (a+)*` with `!a.1: \"A\" |`, test_resolve_ambiguity_with_shared_node) is among lark's "
+        "Earley tests, so it is tests/engine/frontend/test_parser_loops.py's and the fuzzer's, not this "
+        "study's.\n\n"
         + markdown_table(["", ""], rows)
         + "\n\n## Grammars not checked\n\n"
         + markdown_table(["status", "grammars"], [[k, v] for k, v in status.most_common() if k != "checked"])

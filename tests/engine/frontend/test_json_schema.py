@@ -5,6 +5,7 @@ hostile schemas stop within the limits."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from fractions import Fraction
@@ -97,6 +98,9 @@ CASES = [
                                                  "2020-01-01t00:00:00+01:00",
                                                  "2020-01-01", "x"]),
     ({"type": "string", "format": "ipv4"}, ["1.2.3.4", "01.2.3.4", "256.1.1.1", "1.2.3"]),
+    ({"type": "string", "format": "duration"},
+     ["P3Y6M4DT12H30M5S", "PT0,5S", "-P1.5e2D", "P0Y2W", "P1Y2W", "P1Y2T3H", "P1,5T3H", "P12T3H", "PT", "P1M1Y",
+      "P1Y2", "P", "p1y", "PT1D"]),
     ({"type": "string", "format": "uuid"},
      ["12345678-1234-1234-1234-123456789abc", "12345678123412341234123456789abc"]),
     ({"not": {"type": "string"}, "enum": ["a", 1, None]}, ["a", 1, None, 2]),
@@ -256,10 +260,43 @@ def test_pattern_has_search_semantics(pattern, s):
     st.sampled_from(["2020-02-29", "2019-02-29", "2000-02-29", "1900-02-29", "0000-01-01", "23:59:59Z",
                      "24:00:00Z", "::", "::1", "1::", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::1.2.3.4",
                      "1::2:3:4:5:6:7:8", "fe80::1%eth0", "http://x.org/a?b#c", "a:b", "//host", "mailto:x@y",
-                     "1.2.3.4", "1.2.3.04", "a@b", "http://[::1]:80/"])))
+                     "1.2.3.4", "1.2.3.04", "a@b", "http://[::1]:80/", "P1Y2M3DT4H5M6S", "PT0.5S", "P1W"])))
 def test_formats_agree_with_jsonschema(fmt, s):
+    assert fmt in FORMAT_CHECKER.checkers, f"the test extra installs the checker of {fmt!r}"
     dfa = S.json_string_dfa(S.regex_to_codepoint_dfa(FORMATS[fmt]))
     assert dfa.fullmatch(json.dumps(s, ensure_ascii=False).encode()) == FORMAT_CHECKER.conforms(s, fmt), (fmt, s)
+
+
+DURATION_PARTS = ["P", "-P", "+P", "T", "Y", "M", "D", "W", "H", "S", "0", "1", "25", "0.5", ",5", "1.", "e3", "E-2",
+                  "+", "-", "e", ".", ",", "y", "h", "x", " ", "\n", "0e999999", "1e99999"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(DURATION_PARTS), max_size=9))
+def test_duration_agrees_with_jsonschema(parts):
+    """ISO 8601 durations as isoduration parses them (jsonschema's checker): designator order, W only
+    after zero values, a dropped number before T, decimal commas and exponents."""
+    s = "".join(parts)
+    assert _duration_dfa().fullmatch(json.dumps(s).encode()) == FORMAT_CHECKER.conforms(s, "duration"), s
+
+
+@functools.cache
+def _duration_dfa():
+    return S.json_string_dfa(S.regex_to_codepoint_dfa(FORMATS["duration"]))
+
+
+@pytest.mark.parametrize("s,ok", [
+    ("P3Y6M4DT12H30M5S", True), ("-P1.5e2D", True), ("P0Y0.0M-0D2W", True), ("P,0Y2W", True), ("PT1,5H2.S", True),
+    ("P1Y2T3H", True), ("P1,5T3H", True), ("PT1H", True), ("P1e00099999Y", True), ("P1W", True), ("+PT.5S", True),
+    ("P1Y2W", False), ("P0Y1D2W", False), ("P12T3H", False), ("P1-2T3H", False), ("PT", False), ("P", False),
+    ("-P", False), ("P1M1Y", False), ("P1Y2", False), ("PT1D", False), ("P1H", False), ("p1y", False),
+    ("P1yT", False), ("PY", False), ("P.Y", False), ("P1..5Y", False), ("P1e5e5Y", False), ("P1Y\n", False),
+    ("P2020-01-01T10:00:00H", False), ("P1e100000Y", False),  # the last: valid, refused (exponent > 5 digits)
+])
+def test_duration_cases(s, ok):
+    assert _duration_dfa().fullmatch(json.dumps(s).encode()) == ok, s
+    if s != "P1e100000Y":
+        assert FORMAT_CHECKER.conforms(s, "duration") == ok, s
 
 
 def test_string_spellings_decode_to_the_class():

@@ -1,6 +1,6 @@
 """String ``format``s as regular expressions, with the semantics of ``jsonschema``'s 2020-12 format
-checker (with its optional checkers installed: ``rfc3339-validator``, ``rfc3986-validator``), which is
-what MaskBench's labels were made with.
+checker (with its optional checkers installed: ``rfc3339-validator``, ``rfc3986-validator``,
+``isoduration``), which is what MaskBench's labels were made with.
 
 Each regex is matched whole (``re.fullmatch``) against the decoded string:
 
@@ -16,11 +16,17 @@ Each regex is matched whole (``re.fullmatch``) against the decoded string:
   standing for at least one group, an IPv4 address in the last 32 bits;
 - ``uuid``: ``8-4-4-4-12`` hex digits (the checker's other spellings, ``{...}``, ``urn:uuid:``
   prefixes, are not admitted: a departure);
-- ``uri``, ``uri-reference``: RFC 3986 as ``rfc3986_validator`` writes it.
+- ``uri``, ``uri-reference``: RFC 3986 as ``rfc3986_validator`` writes it;
+- ``duration``: what ``isoduration.parse_duration`` parses and ends with a designator (the checker's
+  test): ``[+-]P``, date designators ``Y M D W`` and, after ``T``, time designators ``H M S``, each
+  at most once and in that order, each after a ``decimal.Decimal`` number (``,`` for ``.``, an
+  exponent allowed); ``W`` only after zero values; the parser drops a number left before ``T`` when
+  a designator or a ``,`` precedes it. A departure: exponents are limited to 5 digits (past about
+  10**6 the checker raises ``decimal.Overflow`` instead of answering).
 
 A format the checker does not know (``int32``, ``color``, ...) is an annotation and is ignored; one
-it checks that has no exact regex here (``hostname``: a length limit of 253 over labels of at most
-63; ``duration``, ``regex``, ``idn-hostname``, ``iri``, ``json-pointer``, ``uri-template``...) is
+it checks that has no exact regex here (``hostname``: its exact automaton, a length limit of 253 over
+labels of at most 63, has 27,910 states, past the default ``max_dfa_states``; ``regex``, ``idn-hostname``, ``iri``, ``json-pointer``, ``uri-template``...) is
 refused with a :class:`~cad_outlines.errors.SchemaError`.
 """
 
@@ -80,6 +86,16 @@ URI = (rf"[a-zA-Z][a-zA-Z0-9+.\-]*:(?://{_AUTH}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/
 _RELATIVE = (rf"(?://{_AUTH}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
              rf"|(?:[{_UNRES_SUB}@]|{_PCT})+(?:/{_PCHAR}*)*|){_TAIL}")
 
+# ISO 8601 durations as isoduration 20.11 parses them (see the module docstring)
+_EXP = "(?:[eE][+-]?0*[0-9]{1,5})"
+_DEC = rf"[+-]?(?:[0-9]+(?:[.,][0-9]*)?|[.,][0-9]+){_EXP}?"
+_ZERO = rf"[+-]?(?:0+(?:[.,]0*)?|[.,]0+){_EXP}?"
+_DROPPED = r"[+\-0-9.,eE]"
+_DUR_DATE = (rf"(?:{_DEC}Y(?:{_DEC}M)?(?:{_DEC}D)?|{_DEC}M(?:{_DEC}D)?|{_DEC}D"
+             rf"|(?:{_ZERO}Y)?(?:{_ZERO}M)?(?:{_ZERO}D)?{_DEC}W)")
+_DUR_TIME = rf"(?:{_DEC}H(?:{_DEC}M)?(?:{_DEC}S)?|{_DEC}M(?:{_DEC}S)?|{_DEC}S)"
+DURATION = rf"[+-]?P(?:{_DUR_DATE}(?:{_DROPPED}*T{_DUR_TIME})?|(?:{_DROPPED}*,{_DROPPED}*)?T{_DUR_TIME})"
+
 FORMATS = {
     "date": DATE,
     "date-time": rf"{DATE}[Tt]{_TIME}\n?",
@@ -91,9 +107,10 @@ FORMATS = {
     "uuid": UUID,
     "uri": rf"{URI}\n?",
     "uri-reference": rf"(?:{URI}|{_RELATIVE})\n?",
+    "duration": DURATION,
 }
 # checked by jsonschema's 2020-12 format checker (with its optional dependencies) but not here
-_REFUSED = {"hostname", "idn-hostname", "duration", "regex", "iri", "iri-reference", "json-pointer",
+_REFUSED = {"hostname", "idn-hostname", "regex", "iri", "iri-reference", "json-pointer",
             "relative-json-pointer", "uri-template"}
 
 

@@ -12,13 +12,16 @@ from types import SimpleNamespace
 import lark
 import pytest
 
+from cad_outlines import Matcher, Vocabulary, compile_json_schema
 from cad_outlines.limits import Limits
 from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
 from cad_outlines.serving.constraints.admission import AdmissionError, admit
 from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar, remove_schema_builds
 from cad_outlines.serving.constraints.request_fields import (
-    choice_grammar, constraint_of_fields, gbnf_choices, regex_request_grammar, rewrite_body, take_structured_outputs)
+    choice_grammar, closed_objects, constraint_of_fields, gbnf_choices, regex_request_grammar, rewrite_body, take_structured_outputs)
 from cad_outlines.serving.limits import ServerLimits
+from tests.fixture_data import SMALL
+from tests.helpers import encode
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
                                            "kind": {"enum": ["cat", "dog"]}}, "required": ["kind", "name"]}
@@ -85,6 +88,45 @@ def test_a_gbnf_choice_is_read_as_that_choice():
     assert gbnf_choices('root ::= "a" | b') is None and gbnf_choices('start: "a" | "b"') is None
 
 
+def test_disable_additional_properties_closes_objects_as_vllm_does():
+    nested = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        "b": {"type": "object", "properties": {"y": {}}, "additionalProperties": True},
+        "c": {"type": "array", "items": {"patternProperties": {"^p": {}}}},
+        "d": {"anyOf": [{"properties": {"z": {}}}, {"type": "object"}]}},
+        "$defs": {"n": {"properties": {"v": {}}}}, "not": {"properties": {"w": {}}}}
+    closed = closed_objects(nested)
+    F = {"additionalProperties": False}
+    assert closed == {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"x": {"type": "integer"}}, **F},
+        "b": {"type": "object", "properties": {"y": {}}, "additionalProperties": True},
+        "c": {"type": "array", "items": {"patternProperties": {"^p": {}}, **F}},
+        "d": {"anyOf": [{"properties": {"z": {}}, **F}, {"type": "object"}]}},
+        "$defs": {"n": {"properties": {"v": {}}, **F}}, "not": {"properties": {"w": {}}, **F}, **F}
+    assert "additionalProperties" not in nested and "additionalProperties" not in nested["properties"]["a"]
+    assert list(closed["properties"]) == ["a", "b", "c", "d"]  # the property order is kept
+
+    open_, shut = (constraint_of_fields(structured_outputs={"json": json.dumps(SCHEMA), **opt}).spec
+                   for opt in ({}, {"disable_additional_properties": True}))
+    assert json.loads(shut.schema) == {**SCHEMA, "additionalProperties": False} and json.loads(open_.schema) == SCHEMA
+    assert open_ == constraint_of_fields(structured_outputs={"json": SCHEMA, "disable_additional_properties": False}).spec
+    # with a regex, choice or grammar there are no objects to close (vLLM ignores it there too)
+    assert constraint_of_fields(structured_outputs={"regex": "a", "disable_additional_properties": True}).spec == \
+        constraint_of_fields(structured_outputs={"regex": "a"}).spec
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+
+    def accepts(schema_text, text):
+        g = compile_json_schema(schema_text, vocab, cache=False)
+        ids = encode(vocab, text.encode())
+        m = Matcher(g)
+        return m.validate(ids) == len(ids) and (m.advance_many(ids) or True) and m.is_accepting()
+
+    for text, in_open, in_shut in [('{"name": "x", "kind": "cat"}', True, True),
+                                   ('{"name": "x", "kind": "cat", "age": 3}', True, False),
+                                   ('{"name": "x", "kind": "cow"}', False, False)]:
+        assert (accepts(open_.schema, text), accepts(shut.schema, text)) == (in_open, in_shut), text
+
+
 @pytest.mark.parametrize("fields, words", [
     ({"response_format": {"type": "structural_tag", "format": {}}}, ["structural_tag"]),
     ({"response_format": {"type": "xml"}}, ["response_format.type"]),
@@ -92,7 +134,8 @@ def test_a_gbnf_choice_is_read_as_that_choice():
     ({"response_format": "json"}, ["response_format"]),
     ({"structured_outputs": {"structural_tag": "{}"}}, ["structured_outputs.structural_tag"]),
     ({"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True}}, ["disable_any_whitespace"]),
-    ({"structured_outputs": {"json": SCHEMA, "disable_additional_properties": True}}, ["disable_additional_"]),
+    ({"structured_outputs": {"json": SCHEMA, "disable_additional_properties": "yes"}},
+     ["structured_outputs.disable_additional_properties must be true or false"]),
     ({"structured_outputs": {"regex": "a", "whitespace_pattern": " *"}}, ["whitespace_pattern"]),
     ({"structured_outputs": {"regex": "a", "choice": ["a"]}},
      ["structured_outputs.regex and structured_outputs.choice"]),

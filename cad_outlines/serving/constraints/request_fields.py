@@ -23,6 +23,8 @@ What each field becomes (anything else is refused with a :class:`RequestError` n
 - ``structured_outputs.choice: [c1, c2, ...]`` -> one terminal, exactly one of the strings;
 - ``structured_outputs.grammar: G`` -> G as a Lark grammar (a one-rule GBNF choice ``root ::= "a" | "b"``
   as that choice: vLLM rewrites a choice so before a logits processor sees it);
+- ``structured_outputs.disable_additional_properties: true`` -> the JSON Schema with objects closed, as vLLM's
+  guidance backend does it (:func:`closed_objects`); with a regex, choice or grammar it changes nothing;
 - vLLM's removed ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` (which vLLM 0.32
   ignores, decoding unconstrained) -> as ``structured_outputs``' fields of the same names.
 
@@ -44,13 +46,19 @@ from .admission import AdmissionError, check_schema_text, check_schema_value, te
 from .request import ConstraintRequest, GrammarSpec, RequestError
 
 __all__ = ["FieldConstraint", "JSON_OBJECT_SCHEMA", "REWRITTEN_PATHS", "canonical_schema", "choice_grammar",
-           "constraint_of_fields", "gbnf_choices", "regex_request_grammar", "rewrite_body", "take_structured_outputs"]
+           "closed_objects", "constraint_of_fields", "gbnf_choices", "regex_request_grammar", "rewrite_body", "take_structured_outputs"]
 
 JSON_OBJECT_SCHEMA = {"type": "object"}  # json_object: any JSON object (as vLLM's llguidance backend reads it)
 REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions", "/invocations")  # their bodies carry vllm_xargs
 _GRAMMAR_KEYS = ("cad_grammar", "cad_grammar_text", "cad_json_schema")
 _KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")  # vLLM's constraint kinds
 _OPTIONS = {"disable_any_whitespace": False, "disable_additional_properties": False, "whitespace_pattern": None}
+_HONOURED = ("disable_additional_properties",)  # options this module honours (the others are refused unless default)
+# where vLLM's guidance backend looks for object sub-schemas to close (backend_guidance.py, vLLM 0.32)
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_SUBSCHEMAS = ("additionalProperties", "unevaluatedProperties", "propertyNames", "contains", "additionalItems",
+               "unevaluatedItems", "not", "if", "then", "else", "contentSchema", "items", "prefixItems", "allOf",
+               "anyOf", "oneOf")
 _GUIDED = ("guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_whitespace_pattern")
 
 
@@ -70,6 +78,29 @@ def canonical_schema(schema: dict) -> str:
     """A schema's JSON text, compact and in the order given (property order is part of what a schema
     asks for: outputs follow it)."""
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+
+
+def closed_objects(schema: dict) -> dict:
+    """`schema` with ``"additionalProperties": false`` on every sub-schema that has ``properties`` or
+    ``patternProperties`` and no ``additionalProperties`` of its own: vLLM's ``disable_additional_properties``,
+    walking the sub-schemas vLLM's guidance backend walks. A new schema; `schema` is left as it is."""
+
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(x) if isinstance(x, dict) else x for x in node]
+        out = dict(node)
+        for key in _SCHEMA_MAPS:
+            if isinstance(out.get(key), dict):
+                out[key] = {k: walk(v) if isinstance(v, dict) else v for k, v in out[key].items()}
+        for key in _SUBSCHEMAS:
+            if isinstance(out.get(key), (dict, list)):
+                out[key] = walk(out[key])
+        if "additionalProperties" not in out and (isinstance(out.get("properties"), dict)
+                                                  or isinstance(out.get("patternProperties"), dict)):
+            out["additionalProperties"] = False
+        return out
+
+    return walk(schema)
 
 
 def regex_request_grammar(regex: str) -> str:
@@ -123,7 +154,8 @@ def _get(obj, name: str):
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-def _schema_spec(value, field: str, limits: ServerLimits) -> FieldConstraint:
+def _schema_spec(value, field: str, limits: ServerLimits, closed: bool = False) -> FieldConstraint:
+    """A JSON Schema field's constraint; `closed`: with :func:`closed_objects` applied."""
     if isinstance(value, str):
         schema = check_schema_text(value, field, limits)
     elif isinstance(value, dict):
@@ -131,6 +163,8 @@ def _schema_spec(value, field: str, limits: ServerLimits) -> FieldConstraint:
         schema = value
     else:
         raise RequestError(f"{field} must be a JSON Schema (an object, or its JSON text), not {type(value).__name__}")
+    if closed:
+        schema = closed_objects(schema)
     text = canonical_schema(schema)
     size = text_bytes(text, limits.max_schema_bytes)
     if size > limits.max_schema_bytes:
@@ -186,9 +220,13 @@ def _of_structured_outputs(so, limits: ServerLimits, prefix: str = "structured_o
         raise RequestError(f"structured_outputs must be an object, not {type(so).__name__}")
     for option, default in _OPTIONS.items():
         value = _get(so, option)
-        if value is not None and value != default:
+        if option in _HONOURED:
+            if value is not None and not isinstance(value, bool):
+                raise RequestError(f"{prefix}{option} must be true or false, not {_shown(value)}")
+        elif value is not None and value != default:
             raise RequestError(f"{prefix}{option}={_shown(value)} is not supported by cad_outlines "
-                               f"(leave it out: JSON whitespace and properties are the JSON Schema front end's)")
+                               f"(leave it out: JSON whitespace is the JSON Schema front end's)")
+    closed = _get(so, "disable_additional_properties") is True
     given = [f"{prefix}{k}" for k in _KINDS if _get(so, k) is not None]
     if len(given) > 1:
         raise RequestError(f"give one constraint, not {' and '.join(given)}")
@@ -198,7 +236,7 @@ def _of_structured_outputs(so, limits: ServerLimits, prefix: str = "structured_o
     kind = field[len(prefix):]
     value = _get(so, kind)
     if kind == "json":
-        return _schema_spec(value, field, limits)
+        return _schema_spec(value, field, limits, closed)
     if kind == "json_object":
         if value is not True:
             raise RequestError(f"{field} must be true if given, not {_shown(value)}")

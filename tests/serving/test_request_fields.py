@@ -18,7 +18,8 @@ from cad_outlines.serving import ConstraintRequest, GrammarSpec, RequestError
 from cad_outlines.serving.constraints.admission import AdmissionError, admit
 from cad_outlines.serving.constraints.grammar_library import GrammarLibrary, check_grammar, remove_schema_builds
 from cad_outlines.serving.constraints.request_fields import (
-    choice_grammar, closed_objects, constraint_of_fields, gbnf_choices, regex_request_grammar, rewrite_body, take_structured_outputs)
+    choice_grammar, closed_objects, constraint_of_fields, gbnf_choices, regex_request_grammar, rewrite_body,
+    take_structured_outputs)
 from cad_outlines.serving.limits import ServerLimits
 from tests.fixture_data import SMALL
 from tests.helpers import encode
@@ -109,7 +110,8 @@ def test_disable_additional_properties_closes_objects_as_vllm_does():
     open_, shut = (constraint_of_fields(structured_outputs={"json": json.dumps(SCHEMA), **opt}).spec
                    for opt in ({}, {"disable_additional_properties": True}))
     assert json.loads(shut.schema) == {**SCHEMA, "additionalProperties": False} and json.loads(open_.schema) == SCHEMA
-    assert open_ == constraint_of_fields(structured_outputs={"json": SCHEMA, "disable_additional_properties": False}).spec
+    kept = constraint_of_fields(structured_outputs={"json": SCHEMA, "disable_additional_properties": False})
+    assert open_ == kept.spec
     # with a regex, choice or grammar there are no objects to close (vLLM ignores it there too)
     assert constraint_of_fields(structured_outputs={"regex": "a", "disable_additional_properties": True}).spec == \
         constraint_of_fields(structured_outputs={"regex": "a"}).spec

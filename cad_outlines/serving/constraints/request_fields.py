@@ -46,7 +46,8 @@ from .admission import AdmissionError, check_schema_text, check_schema_value, te
 from .request import ConstraintRequest, GrammarSpec, RequestError
 
 __all__ = ["FieldConstraint", "JSON_OBJECT_SCHEMA", "REWRITTEN_PATHS", "canonical_schema", "choice_grammar",
-           "closed_objects", "constraint_of_fields", "gbnf_choices", "regex_request_grammar", "rewrite_body", "take_structured_outputs"]
+           "closed_objects", "constraint_of_fields", "gbnf_choices", "regex_request_grammar", "rewrite_body",
+           "take_structured_outputs"]
 
 JSON_OBJECT_SCHEMA = {"type": "object"}  # json_object: any JSON object (as vLLM's llguidance backend reads it)
 REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions", "/invocations")  # their bodies carry vllm_xargs

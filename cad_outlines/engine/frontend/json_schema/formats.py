@@ -26,8 +26,9 @@ Each regex is matched whole (``re.fullmatch``) against the decoded string:
 
 A format the checker does not know (``int32``, ``color``, ...) is an annotation and is ignored; one
 it checks that has no exact regex here (``hostname``: its exact automaton, a length limit of 253 over
-labels of at most 63, has 27,910 states, past the default ``max_dfa_states``; ``regex``, ``idn-hostname``, ``iri``, ``json-pointer``, ``uri-template``...) is
-refused with a :class:`~cad_outlines.errors.SchemaError`.
+labels of at most 63, has 27,910 states, past the default ``max_dfa_states``; ``regex``,
+``idn-hostname``, ``iri``, ``json-pointer``, ``uri-template``...) is refused with a
+:class:`~cad_outlines.errors.SchemaError`.
 """
 
 from __future__ import annotations

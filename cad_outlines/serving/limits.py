@@ -46,6 +46,7 @@ class ServerLimits:
     max_document_bytes: int = 4 * MiB  # cad_document (UTF-8): the document of a diff-style edit segment
     # -- grammar compiles (a worker process each) ---------------------------------------------------
     compile_workers: int = 2  # compiles at once
+    compile_nice: int = 5  # the worker's nice increment (1-19): the engine first, yet the compile goes on
     max_pending_compiles: int = 32  # compiles running or waiting; more are refused (keep it well under 256)
     compile_timeout_s: float = 300.0  # wall time, then the worker is killed (the backstop: see compile_cpu_s)
     compile_cpu_s: int = 120  # RLIMIT_CPU of the worker: the measure of a grammar's cost, fair on a busy node

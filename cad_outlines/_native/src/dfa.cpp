@@ -1,5 +1,6 @@
 // See dfa.h.
 #include "dfa.h"
+#include "flat_map.h"
 
 #include <algorithm>
 #include <array>
@@ -464,6 +465,33 @@ TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* l
         }
     }
     return out;
+}
+
+std::pair<int32_t, int64_t> pair_outcomes(int32_t na, const int32_t* ta, const uint8_t* aa, int32_t nb,
+                                          const int32_t* tb, const uint8_t* ab, int64_t max_pairs) {
+    (void)na, (void)nb;
+    // a pair as one key: each state shifted by one so that dead (-1) is 0
+    auto key = [](int32_t x, int32_t y) { return (uint64_t(uint32_t(x + 1)) << 32) | uint32_t(y + 1); };
+    FlatMap ids;
+    std::vector<std::pair<int32_t, int32_t>> pairs{{0, 0}};
+    ids.try_emplace(key(0, 0), 0);
+    int32_t outcomes = 0;
+    for (size_t i = 0; i < pairs.size() && outcomes != 7; ++i) {
+        const auto [x, y] = pairs[i];
+        const bool acc_x = x >= 0 && aa[x], acc_y = y >= 0 && ab[y];
+        outcomes |= (acc_x && !acc_y ? 1 : 0) | (acc_y && !acc_x ? 2 : 0) | (acc_x && acc_y ? 4 : 0);
+        const int32_t* rx = x >= 0 ? ta + size_t(x) * 256 : nullptr;
+        const int32_t* ry = y >= 0 ? tb + size_t(y) * 256 : nullptr;
+        for (int c = 0; c < 256; ++c) {
+            const int32_t p = rx ? rx[c] : -1, q = ry ? ry[c] : -1;
+            if (p < 0 && q < 0) continue;
+            if (ids.try_emplace(key(p, q), int32_t(pairs.size())).second) {
+                if (int64_t(pairs.size()) >= max_pairs) return {outcomes, -1};
+                pairs.push_back({p, q});
+            }
+        }
+    }
+    return {outcomes, int64_t(pairs.size())};
 }
 
 }  // namespace cad

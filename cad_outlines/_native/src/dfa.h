@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace cad {
@@ -36,6 +37,12 @@ MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, c
 // (strs[q] x 256) `str_trans[q]`, `str_accept[q]`.
 MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept, const uint8_t* block,
                           const std::vector<const int32_t*>& str_trans, const std::vector<const uint8_t*>& str_accept);
+
+// Which accepting outcomes the pairs of states of two byte DFAs (-1 dead) reachable from (0, 0)
+// show, with either alive: bit 0 a accepts alone, bit 1 b alone, bit 2 both; stops once all three
+// are seen (all a relation between the two languages needs). Second: pairs walked, -1 past max_pairs.
+std::pair<int32_t, int64_t> pair_outcomes(int32_t na, const int32_t* ta, const uint8_t* aa, int32_t nb,
+                                          const int32_t* tb, const uint8_t* ab, int64_t max_pairs);
 
 struct TerminalTables {
     int32_t m = 0;                // states: the DFA's n, then its shadows, then the dead sink m

@@ -4,6 +4,7 @@
 // the native core's one way of numbering distinct contents.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>

@@ -583,6 +583,24 @@ static void bind_dfa(nb::module_& m) {
           }, "trans"_a, "accept"_a, "block"_a.none(), "str_trans"_a, "str_accept"_a,
           "A regex terminal's DFA refined by its \"unless\" string DFAs, minimised (see dfa.h): "
           "(n, trans, label, block) as minimize_dfa returns them.");
+    m.def("pair_outcomes", [](const Tab& ta, const Acc& aa, const Tab& tb, const Acc& ab, int64_t max_pairs) {
+              const int64_t na = int64_t(ta.shape(0)), nb_ = int64_t(tb.shape(0));
+              if (ta.shape(1) != 256 || tb.shape(1) != 256 || int64_t(aa.shape(0)) != na ||
+                  int64_t(ab.shape(0)) != nb_ || na == 0 || nb_ == 0)
+                  throw std::invalid_argument("pair_outcomes: arrays of inconsistent shapes");
+              for (int64_t i = 0; i < na * 256; ++i)
+                  if (ta.data()[i] >= na) throw std::invalid_argument("pair_outcomes: a target out of range");
+              for (int64_t i = 0; i < nb_ * 256; ++i)
+                  if (tb.data()[i] >= nb_) throw std::invalid_argument("pair_outcomes: a target out of range");
+              std::pair<int32_t, int64_t> got;
+              {
+                  nb::gil_scoped_release release;
+                  got = pair_outcomes(int32_t(na), ta.data(), aa.data(), int32_t(nb_), tb.data(), ab.data(), max_pairs);
+              }
+              return nb::make_tuple(got.first, got.second);
+          }, "trans_a"_a, "accept_a"_a, "trans_b"_a, "accept_b"_a, "max_pairs"_a,
+          "Which accepting outcomes the reachable state pairs of two byte DFAs show (see dfa.h): "
+          "(bits: 1 a alone, 2 b alone, 4 both; pairs walked, -1 past max_pairs).");
     m.def("terminal_tables", [](const Tab& trans, const I32& label, std::optional<Blk> block) {
               const size_t n = trans.shape(0);
               if (trans.shape(1) != 256 || label.shape(0) != n ||

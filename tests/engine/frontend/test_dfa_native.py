@@ -264,3 +264,64 @@ def test_block_rows_match_byte_by_byte_decoding(seed):
             break
         want[b] = all(inside)
     assert row == want
+
+
+def _pair_outcomes_by_words(ta, aa, tb, ab, alphabet, depth: int) -> int:
+    """The accepting outcomes of every word up to `depth` bytes over `alphabet` run through both DFAs."""
+    bits = 0
+    frontier = [(0, 0)]
+    seen = set(frontier)
+    for _ in range(depth + 1):
+        nxt = []
+        for x, y in frontier:
+            ax, by = x >= 0 and bool(aa[x]), y >= 0 and bool(ab[y])
+            bits |= (1 if ax and not by else 0) | (2 if by and not ax else 0) | (4 if ax and by else 0)
+            for c in alphabet:
+                p, q = int(ta[x, c]) if x >= 0 else -1, int(tb[y, c]) if y >= 0 else -1
+                if (p >= 0 or q >= 0) and (p, q) not in seen:
+                    seen.add((p, q))
+                    nxt.append((p, q))
+        frontier = nxt
+    return bits
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_pair_outcomes_sees_what_words_through_both_dfas_see(seed):
+    """The relation of two string classes (JSON Schema lexicon) reads these bits: a accepts alone, b
+    alone, both. Pairs are reached breadth first, so words of up to na * nb bytes reach them all."""
+    from cad_outlines._native import core
+
+    rng = random.Random(seed)
+    alphabet = rng.sample(range(256), k=rng.randint(1, 4))
+    na, nb = rng.randint(1, 6), rng.randint(1, 6)
+    ta, la, _ = _random_dfa(rng, na, alphabet)
+    tb, lb, _ = _random_dfa(rng, nb, alphabet)
+    aa, ab = (la >= 0).astype(np.uint8), (lb >= 0).astype(np.uint8)
+    bits, pairs = core().pair_outcomes(ta, aa, tb, ab, 1 << 20)
+    assert bits == _pair_outcomes_by_words(ta, aa, tb, ab, alphabet, na * nb + 1)
+    assert 1 <= pairs <= (na + 1) * (nb + 1)
+    if pairs > 1 and bits != 7:  # a walk that had to see every pair: one fewer allowed is refused
+        assert core().pair_outcomes(ta, aa, tb, ab, pairs - 1)[1] == -1
+
+
+def _cycle(n: int, accept) -> automata.ByteDFA:
+    trans = np.full((n, 256), -1, dtype=np.int32)
+    trans[:, 97] = (np.arange(n) + 1) % n
+    return automata.ByteDFA(trans, np.array([accept(s) for s in range(n)]), None)
+
+
+def test_a_relation_past_the_state_limit_names_it():
+    """Two string classes whose product has more pairs than allowed: the relation is refused with the
+    limit's name. a^500k against a^401k (every b state accepting, so `a` never accepts alone and the walk
+    cannot stop early): 200,500 pairs, past the 200,000 that a relation may walk under the default limit;
+    a limit of a million lets it through."""
+    from cad_outlines.engine.frontend.json_schema import lexicon
+    from cad_outlines.errors import ResourceLimitError
+    from cad_outlines.limits import Limits, enforcing
+
+    a, b = _cycle(500, lambda s: s == 0), _cycle(401, lambda s: True)
+    with pytest.raises(ResourceLimitError, match="max_dfa_states"):
+        lexicon._relation_dfas(a, b)
+    with enforcing(Limits(max_dfa_states=1_000_000)):
+        assert lexicon._relation_dfas(a, b) == "sub"
+    assert lexicon._relation_dfas(_cycle(6, lambda s: s % 2 == 0), _cycle(6, lambda s: s % 3 == 0)) == "ovl"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ....limits import check_deadline, check_limit
+from ....limits import active_limits, check_deadline, check_limit
 from ..automata import ByteDFA, minimize_arrays, regex_to_codepoint_dfa
 from . import strings as S
 from .formats import format_regex
@@ -100,10 +100,8 @@ def string_class_dfa(c: StrClass) -> ByteDFA:
 
 def _relation_dfas(a: ByteDFA, b: ByteDFA) -> str:
     """'eq', 'sub' (a inside b), 'sup', 'dis' or 'ovl' from the product of two DFAs."""
-    seen = _product(a, b, None)
-    in_a_only = any(x and not y for x, y in seen)
-    in_b_only = any(y and not x for x, y in seen)
-    both = any(x and y for x, y in seen)
+    outcomes = _pair_outcomes(a, b)
+    in_a_only, in_b_only, both = bool(outcomes & 1), bool(outcomes & 2), bool(outcomes & 4)
     if not both:
         return "dis"
     if not in_a_only and not in_b_only:
@@ -115,68 +113,22 @@ def _relation_dfas(a: ByteDFA, b: ByteDFA) -> str:
     return "ovl"
 
 
-def _column_classes(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct columns of `m` (one representative byte each) and each byte's class: by a hash of
-    each column, checked exactly (a collision falls back to sorting the columns themselves)."""
-    w = np.random.default_rng(0).integers(1, 1 << 62, size=(m.shape[0], 1), dtype=np.int64)
-    h = (m.astype(np.int64) * w).sum(axis=0)  # wraps modulo 2**64: a hash
-    _, reps, inv = np.unique(h, return_index=True, return_inverse=True)
-    inv = np.asarray(inv).reshape(-1)
-    if not (m[:, reps][:, inv] == m).all():
-        _, reps, inv = np.unique(m.T, axis=0, return_index=True, return_inverse=True)
-        inv = np.asarray(inv).reshape(-1)
-    return reps, inv
+def _pair_outcomes(a: ByteDFA, b: ByteDFA) -> int:
+    """Which accepting outcomes the reachable state pairs of two DFAs show (bit 0: `a` accepts alone,
+    1: `b` alone, 2: both), walked in the compiled core (``pair_outcomes``). Past the limit on
+    automaton states (and at least 200,000 pairs), a ResourceLimitError naming ``max_dfa_states``."""
+    from ...._native import core
 
-
-def _product(a: ByteDFA, b: ByteDFA, build: bool | None):
-    """Reachable state pairs of two DFAs (-1: dead). With `build`, the intersection DFA; else the set
-    of (accept_a, accept_b) pairs reachable. Walked over the bytes classes of the pair (bytes whose
-    columns agree in both tables move every pair alike): tens of classes instead of 256 bytes."""
-    ta, tb = a.trans, b.trans
-    reps, inv = _column_classes(np.vstack([ta, tb]))
-    k = len(reps)
-    ra_all, rb_all = ta[:, reps].tolist(), tb[:, reps].tolist()
-    acc_a, acc_b = a.accept.tolist(), b.accept.tolist()
-    dead = [-1] * k
-    both = build is not None
-    ids = {(0, 0): 0}
-    pairs = [(0, 0)]
-    rows = []
-    seen = set()
-    i = 0
-    while i < len(pairs):
-        if not i & 255:
-            check_deadline("a JSON Schema terminal")
-        x, y = pairs[i]
-        seen.add((x >= 0 and bool(acc_a[x]), y >= 0 and bool(acc_b[y])))
-        ra = ra_all[x] if x >= 0 else dead
-        rb = rb_all[y] if y >= 0 else dead
-        row = [-1] * k
-        for j in range(k):
-            p, q = ra[j], rb[j]
-            if (p >= 0 and q >= 0) if both else (p >= 0 or q >= 0):
-                t = ids.get((p, q))
-                if t is None:
-                    t = ids[(p, q)] = len(pairs)
-                    pairs.append((p, q))
-                row[j] = t
-        if both:
-            rows.append(row)
-        i += 1
-        if len(pairs) > 200_000:
-            check_limit("max_dfa_states", len(pairs), "a JSON Schema terminal (intersection)")
-    if build is None:
-        return seen
-    trans = np.asarray(rows, dtype=np.int32)[:, inv]
-    acc = np.array([x >= 0 and y >= 0 and bool(a.accept[x]) and bool(b.accept[y]) for x, y in pairs])
-    block = None
-    if a.block is not None:
-        block = np.zeros((len(pairs), 256), dtype=bool)
-        for n, (x, y) in enumerate(pairs):
-            if x >= 0:
-                block[n] = a.block[x]
-    t, lab, blk = minimize_arrays(trans, np.where(acc, 0, -1), block)
-    return ByteDFA(t, lab >= 0, blk)
+    check_deadline("a JSON Schema terminal")
+    limit = active_limits().max_dfa_states
+    max_pairs = 2**31 - 2 if limit is None else max(200_000, int(limit))
+    outcomes, n = core().pair_outcomes(np.ascontiguousarray(a.trans, dtype=np.int32),
+                                       np.ascontiguousarray(a.accept, np.uint8),
+                                       np.ascontiguousarray(b.trans, dtype=np.int32),
+                                       np.ascontiguousarray(b.accept, np.uint8), max_pairs)
+    if n < 0:
+        check_limit("max_dfa_states", max_pairs + 1, "a JSON Schema terminal (relation of two string classes)")
+    return outcomes
 
 
 class Family:

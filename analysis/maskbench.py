@@ -58,6 +58,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per schema and engine")
     parser.add_argument("--whitespace", default="flexible", help="ours: whitespace mode (llguidance's is flexible)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fresh", action="store_true",
+                        help="compute every result in this run (peers side by side under the same load); the cache "
+                             "is still written")
     parser.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "cad_outlines" / "maskbench"))
     parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
 
@@ -341,7 +344,7 @@ def run(args) -> int:
                     key = hashlib.sha256(f"{METHOD}|{ver}|{tok}|{args.whitespace}|{args.timeout}|".encode()
                                          + f.read_bytes())
                     cpath = cache / f"{key.hexdigest()[:32]}.json"
-                    if cpath.is_file():
+                    if cpath.is_file() and not args.fresh:
                         res = json.loads(cpath.read_text())
                     else:
                         res = w.run(str(f), args.timeout)

@@ -135,14 +135,20 @@ def test_disable_additional_properties_closes_objects_as_vllm_does():
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, ["response_format.json_schema.schema"]),
     ({"response_format": "json"}, ["response_format"]),
     ({"structured_outputs": {"structural_tag": "{}"}}, ["structured_outputs.structural_tag"]),
-    ({"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True}}, ["disable_any_whitespace"]),
+    ({"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": "yes"}},
+     ["structured_outputs.disable_any_whitespace must be true or false"]),
+    ({"structured_outputs": {"json": SCHEMA, "disable_any_whitespace": True, "whitespace_pattern": " "}},
+     ["disable_any_whitespace or structured_outputs.whitespace_pattern, not both"]),
+    ({"structured_outputs": {"json": SCHEMA, "whitespace_pattern": 3}}, ["whitespace_pattern must be a string"]),
+    ({"structured_outputs": {"json": SCHEMA, "whitespace_pattern": "( *"}},
+     ["structured_outputs.whitespace_pattern is not a valid regex"]),
     ({"structured_outputs": {"json": SCHEMA, "disable_additional_properties": "yes"}},
      ["structured_outputs.disable_additional_properties must be true or false"]),
-    ({"structured_outputs": {"regex": "a", "whitespace_pattern": " *"}}, ["whitespace_pattern"]),
+    ({"structured_outputs": {"regex": "a", "whitespace_pattern": "("}}, ["whitespace_pattern"]),
     ({"structured_outputs": {"regex": "a", "choice": ["a"]}},
      ["structured_outputs.regex and structured_outputs.choice"]),
     ({"structured_outputs": {"regex": "a"}, "guided": {"choice": ["a"]}}, ["structured_outputs.regex", "guided_choice"]),
-    ({"guided": {"json": SCHEMA, "whitespace_pattern": " "}}, ["guided_whitespace_pattern"]),
+    ({"guided": {"json": SCHEMA, "whitespace_pattern": " " * 300}}, ["guided_whitespace_pattern", "max_string_chars"]),
     ({"structured_outputs": {"regx": "a"}}, ["structured_outputs.regx"]),
     ({"structured_outputs": {"json": [1]}}, ["structured_outputs.json"]),
     ({"structured_outputs": {"json": "{not json"}}, ["structured_outputs.json", "not valid JSON"]),
@@ -212,6 +218,46 @@ def test_a_chat_body_is_rewritten_into_vllm_xargs():
             rewrite_body({"structured_outputs": {"regex": "a"}, "vllm_xargs": xargs})
 
 
+def test_whitespace_options_set_the_json_schema_front_ends_whitespace():
+    """disable_any_whitespace: compact JSON, as vLLM's xgrammar and guidance backends write it; whitespace_pattern
+    (and the removed guided_whitespace_pattern): the regex at each place JSON allows whitespace, as Outlines reads
+    it. The option travels in cad_whitespace, is part of the cache key, and changes nothing for a regex."""
+    default = constraint_of_fields(structured_outputs={"json": SCHEMA}).spec
+    compact = constraint_of_fields(structured_outputs={"json": SCHEMA, "disable_any_whitespace": True}).spec
+    pattern = constraint_of_fields(structured_outputs={"json": SCHEMA, "whitespace_pattern": "[ ]{0,2}"}).spec
+    legacy = constraint_of_fields(guided={"json": SCHEMA, "whitespace_pattern": "[ ]{0,2}"}).spec
+    assert (default.whitespace, compact.whitespace, pattern.whitespace) == (None, "compact", "(?:[ ]{0,2})")
+    assert legacy == pattern and len({default.key, compact.key, pattern.key}) == 3
+    assert constraint_of_fields(structured_outputs={"json_object": True, "disable_any_whitespace": True}
+                                ).spec.whitespace == "compact"
+    assert constraint_of_fields(structured_outputs={"json": SCHEMA, "whitespace_pattern": "compact"}
+                                ).spec.whitespace == "(?:compact)"  # a regex, never a mode's name
+    assert constraint_of_fields(structured_outputs={"regex": "a", "disable_any_whitespace": True}).spec == \
+        constraint_of_fields(structured_outputs={"regex": "a"}).spec
+    for spec in (compact, pattern):
+        request = ConstraintRequest(grammar=spec)
+        assert request.to_extra_args()["cad_whitespace"] == spec.whitespace
+        assert ConstraintRequest.from_extra_args(request.to_extra_args()) == request
+    with pytest.raises(RequestError, match="cad_whitespace belongs to cad_json_schema"):
+        ConstraintRequest.from_extra_args({"cad_grammar": "json", "cad_whitespace": "compact"})
+    with pytest.raises(RequestError, match="cad_whitespace must be a string"):
+        ConstraintRequest.from_extra_args({"cad_json_schema": "{}", "cad_whitespace": 1})
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    library = GrammarLibrary(vocab, cache=False)
+
+    def accepts(spec, text):
+        ids = encode(vocab, text.encode())
+        m = Matcher(library.get(spec))
+        return m.validate(ids) == len(ids) and (m.advance_many(ids) or True) and m.is_accepting()
+
+    for text, want in [('{"name": "x", "kind": "cat"}', (True, False, True)),
+                       ('{"name":"x","kind":"cat"}', (True, True, True)),
+                       ('{"name":  "x", "kind":"cat"}', (False, False, True)),
+                       ('{"name":   "x","kind":"cat"}', (False, False, False)),
+                       ('{"name":\n"x","kind":"cat"}', (False, False, False))]:
+        assert tuple(accepts(s, text) for s in (default, compact, pattern)) == want, text
+
+
 def test_sampling_params_structured_outputs_move_into_extra_args():
     params = SimpleNamespace(structured_outputs=SimpleNamespace(
         json=None, regex="[0-9]+", choice=None, grammar=None, json_object=None, structural_tag=None,
@@ -251,6 +297,14 @@ def test_a_json_schema_compiles_in_the_gates_worker_and_the_engine_only_loads_it
     again = GrammarGate(tok_dir, 512, cache=tmp_path)
     again.ensure(spec)
     assert again.compiled == []  # found on disk: no worker
+    compact = constraint_of_fields(structured_outputs={"json": SCHEMA, "disable_any_whitespace": True}).spec
+    again.ensure(compact)  # the same schema, other whitespace: another grammar, compiled in the worker with it
+    assert again.compiled == [compact.key]
+    enc = TokenEncoder(tokenizer, vocab)
+    tight, spaced = enc.encode('{"name":"Tom","kind":"cat"}'), enc.encode('{"name": "Tom","kind":"cat"}')
+    assert Matcher(library.get(compact)).validate(tight) == len(tight)
+    assert Matcher(library.get(compact)).validate(spaced) < len(spaced)  # no space after the colon
+    assert Matcher(library.get(spec)).validate(spaced) == len(spaced)
     with pytest.raises(RequestError, match="JSON Schema does not compile"):  # the worker's refusal
         gate.ensure(GrammarSpec(schema='{"type": "string", "pattern": "(a)\\\\1"}'))
     with pytest.raises(RequestError, match="JSON Schema does not compile"):  # the same check in process

@@ -269,6 +269,10 @@ class TestHTTPServer:
         for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 2, "max_tokens": 120,
                                               "structured_outputs": {"json": json.dumps(PET)}}):
             jsonschema.validate(json.loads(text), PET)
+        for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 2, "max_tokens": 120,  # compact JSON
+                                              "structured_outputs": {"json": PET, "disable_any_whitespace": True}}):
+            jsonschema.validate(json.loads(text), PET)
+            assert not re.search(r"\s", re.sub(r'"(?:[^"\\]|\\.)*"', "", text)), text  # none outside strings
         # any object: strings and objects end at a '"' or '}' the random model rarely picks; a bias makes them short
         quote_brace = {str(i): 10 for i in tokenizer.convert_tokens_to_ids(['"', "}"])}
         for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 3, "max_tokens": 200, "logit_bias": quote_brace,
@@ -287,13 +291,13 @@ class TestHTTPServer:
         for text in texts("/v1/chat/completions", {**chat, "n": 2, "seed": 6, "max_tokens": 20,
                                                    "structured_outputs": {"grammar": sentence}}):
             lark.Lark(sentence, parser="lalr").parse(text)
-        assert log.read_text().count("cad_outlines: compiling grammar (JSON Schema") == 2  # PET once, json_object
+        assert log.read_text().count("cad_outlines: compiling grammar (JSON Schema") == 3  # PET, compact, json_object
         for body, words in [  # refused, naming the field; never decoded unconstrained
             ({**chat, "structured_outputs": {"grammar": "root ::= [a-z]+"}}, ["structured_outputs.grammar"]),  # GBNF
             ({**chat, "response_format": {"type": "structural_tag", "format": {"type": "any_text"}}},
              ["structural_tag"]),
-            ({**prompt, "structured_outputs": {"json": PET, "disable_any_whitespace": True}},
-             ["disable_any_whitespace"]),
+            ({**prompt, "structured_outputs": {"json": PET, "whitespace_pattern": "[ "}},
+             ["structured_outputs.whitespace_pattern is not a valid regex"]),
             ({**prompt, "structured_outputs": {"regex": "a"}, "vllm_xargs": {"cad_grammar": "json"}}, ["not both"]),
         ]:
             status, answer = post(url, "/v1/chat/completions" if "messages" in body else "/v1/completions", body)
@@ -379,7 +383,7 @@ class TestLLM:
         assert llm.generate([{"prompt_token_ids": [1]}], choice)[0].outputs[0].text in ("left", "right")
         with pytest.raises(VLLMValidationError, match="structured_outputs.whitespace_pattern"):  # a 400 over HTTP
             llm.generate([{"prompt_token_ids": [1]}], SamplingParams(max_tokens=4, structured_outputs=(
-                StructuredOutputsParams(json=PET, whitespace_pattern=" "))))
+                StructuredOutputsParams(json=PET, whitespace_pattern="(", disable_any_whitespace=False))))
 
 
 # -- in-process AsyncLLM -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ keeps both cores busy a worker there got under 1% of a core (python.lark x GPT-2
 the 300 s wall limit); in the server's group at nice 5 it gets a share the engine still dominates
 (about 14% of a core beside a busy vLLM CPU engine, against 4% at nice 10).
 
-The worker reads one JSON object on stdin (``name``, ``text`` or ``schema``, ``start``, ``tokenizer``,
+The worker reads one JSON object on stdin (``name``, ``text`` or ``schema``, ``start``, ``whitespace``, ``tokenizer``,
 ``model_vocab_size``, ``cache``, optionally ``vocab_file``: the parent's pickled
 :class:`~cad_outlines.engine.vocabulary.Vocabulary`, written by the server itself into a private
 temporary folder); checks the grammar (lark loads it, no file imports), compiles
@@ -66,7 +66,8 @@ def compile_into_cache(job: dict) -> str | None:
     from .request import GrammarSpec
     from ..tokenizer import shared_vocabulary
 
-    spec = GrammarSpec(name=job.get("name"), text=job.get("text"), start=job.get("start"), schema=job.get("schema"))
+    spec = GrammarSpec(name=job.get("name"), text=job.get("text"), start=job.get("start"), schema=job.get("schema"),
+                       whitespace=job.get("whitespace"))
     try:
         if spec.schema is None:  # a schema's checks are its compile's first phases: not run twice
             check_grammar(spec)

@@ -114,7 +114,7 @@ def check_grammar(spec: GrammarSpec) -> None:
     if not known:
         try:
             if spec.schema is not None:
-                _check_schema(spec.schema)
+                _check_schema(spec.schema, **_whitespace(spec))
             else:
                 source, start = grammar_source_of(spec)  # an unknown name: refused (and remembered) too
                 refuse_file_imports(spec)
@@ -142,7 +142,12 @@ def _check_loads(source, start) -> None:
 _BYTES_VOCAB: list[Vocabulary] = []
 
 
-def _check_schema(schema: str) -> None:
+def _whitespace(spec: GrammarSpec) -> dict:
+    """`compile_json_schema`'s whitespace argument for a schema spec (none: the front end's default)."""
+    return {} if spec.whitespace is None else {"whitespace": spec.whitespace}
+
+
+def _check_schema(schema: str, **whitespace) -> None:
     """A JSON Schema compiled, lazily and uncached, for a vocabulary of the 256 bytes: what the front end
     checks (keywords, terminals, parse tables) with almost none of the vocabulary's work."""
     if not _BYTES_VOCAB:
@@ -150,7 +155,7 @@ def _check_schema(schema: str) -> None:
                                        special_ids=frozenset({256}), eos_token_ids=(256,), tokenizer_size=257,
                                        scheme="byte_level"))
     compile_json_schema(schema, _BYTES_VOCAB[0], lazy=True, cache=False, progress=False,
-                        limits=server_limits().compile)
+                        limits=server_limits().compile, **whitespace)
 
 
 def known_check(spec: GrammarSpec) -> tuple[bool, str | None]:
@@ -275,7 +280,7 @@ class GrammarLibrary:
         try:
             if spec.schema is not None:
                 return compile_json_schema(spec.schema, self.vocab, cache=cache, progress=False, lazy=False,
-                                           limits=limits)
+                                           limits=limits, **_whitespace(spec))
             source, start = grammar_source_of(spec)
             refuse_file_imports(spec)
             return compile_grammar(source, self.vocab, start=start, cache=cache, progress=False,

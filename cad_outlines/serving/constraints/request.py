@@ -42,7 +42,7 @@ PREFIX = "cad_"
 _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_n_lines", "cad_monotonic",
     "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
-    "cad_format", "cad_document",
+    "cad_format", "cad_document", "cad_whitespace",
 }
 
 
@@ -54,6 +54,11 @@ class GrammarSpec:
     text: str | None = None
     start: str | None = None
     schema: str | None = None
+    whitespace: str | None = None  # a JSON Schema's: "outlines" (None), "flexible", "compact" or a regex
+
+    def __post_init__(self):
+        if self.whitespace is not None and self.schema is None:
+            raise RequestError("cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)")
 
     @property
     def key(self) -> str:
@@ -63,7 +68,9 @@ class GrammarSpec:
         else:
             kind, text = ("schema", self.schema) if self.schema is not None else ("text", self.text)
             what = f"{kind}:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        return f"{what}|start:{self.start or ''}"
+        ws = ("" if self.whitespace is None else
+              "|ws:" + hashlib.sha256(self.whitespace.encode("utf-8", "surrogatepass")).hexdigest())
+        return f"{what}|start:{self.start or ''}{ws}"
 
     @property
     def label(self) -> str:
@@ -105,6 +112,8 @@ class ConstraintRequest:
                 out["cad_grammar"] = self.grammar.name
             elif self.grammar.schema is not None:
                 out["cad_json_schema"] = self.grammar.schema
+                if self.grammar.whitespace is not None:
+                    out["cad_whitespace"] = self.grammar.whitespace
             else:
                 out["cad_grammar_text"] = self.grammar.text
             if self.grammar.start:
@@ -146,7 +155,7 @@ class ConstraintRequest:
         if sum(v is not None for v in (name, text, schema)) > 1:
             raise RequestError("give cad_grammar (a shipped name), cad_grammar_text or cad_json_schema, not both")
         for key in ("cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_session", "cad_tag",
-                    "cad_format", "cad_document"):
+                    "cad_format", "cad_document", "cad_whitespace"):
             if key in mine and not isinstance(mine[key], str):
                 raise RequestError(f"{key} must be a string, not {type(mine[key]).__name__}")
         for key in ("cad_monotonic", "cad_stop_at_copy"):
@@ -156,7 +165,9 @@ class ConstraintRequest:
         if schema is not None:
             if "cad_start" in mine:
                 raise RequestError("cad_start belongs to a Lark grammar, not to cad_json_schema")
-            grammar = GrammarSpec(schema=schema)
+            grammar = GrammarSpec(schema=schema, whitespace=mine.get("cad_whitespace"))
+        elif "cad_whitespace" in mine:
+            raise RequestError("cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)")
         elif name is not None or text is not None:
             grammar = GrammarSpec(name=name, text=text, start=mine.get("cad_start"))
         elif "cad_start" in mine:

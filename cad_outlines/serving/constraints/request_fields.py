@@ -5,8 +5,8 @@ Two callers, one translation (:func:`constraint_of_fields`):
 
 - the HTTP middleware (:func:`rewrite_body`) rewrites the JSON body of a chat or completion request
   (``/v1/chat/completions``, ``/v1/completions``, ``/invocations``): the fields are taken out and their
-  constraint goes into ``vllm_xargs`` (``cad_json_schema`` or ``cad_grammar_text``), so vLLM never sees
-  them: its own structured-output backend neither validates them nor runs;
+  constraint goes into ``vllm_xargs`` (``cad_json_schema`` and ``cad_whitespace``, or ``cad_grammar_text``), so
+  vLLM never sees them: its own structured-output backend neither validates them nor runs;
 - the logits processor's ``validate_params`` (:func:`take_structured_outputs`) does the same to a
   ``SamplingParams`` whose ``structured_outputs`` is set (an in-process ``LLM`` or ``AsyncLLM``, or a route
   the middleware does not rewrite): the constraint moves into ``extra_args`` and ``structured_outputs``
@@ -25,6 +25,9 @@ What each field becomes (anything else is refused with a :class:`RequestError` n
   as that choice: vLLM rewrites a choice so before a logits processor sees it);
 - ``structured_outputs.disable_additional_properties: true`` -> the JSON Schema with objects closed, as vLLM's
   guidance backend does it (:func:`closed_objects`); with a regex, choice or grammar it changes nothing;
+- ``structured_outputs.disable_any_whitespace: true`` -> the JSON Schema's whitespace ``"compact"`` (none);
+  ``structured_outputs.whitespace_pattern: W`` (``guided_whitespace_pattern``) -> the regex W at each place JSON
+  allows whitespace; both at once are refused; with a regex, choice or grammar they change nothing;
 - vLLM's removed ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar`` (which vLLM 0.32
   ignores, decoding unconstrained) -> as ``structured_outputs``' fields of the same names.
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass
 
 from ...grammars import regex_grammar
@@ -53,8 +57,7 @@ JSON_OBJECT_SCHEMA = {"type": "object"}  # json_object: any JSON object (as vLLM
 REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions", "/invocations")  # their bodies carry vllm_xargs
 _GRAMMAR_KEYS = ("cad_grammar", "cad_grammar_text", "cad_json_schema")
 _KINDS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")  # vLLM's constraint kinds
-_OPTIONS = {"disable_any_whitespace": False, "disable_additional_properties": False, "whitespace_pattern": None}
-_HONOURED = ("disable_additional_properties",)  # options this module honours (the others are refused unless default)
+_OPTIONS = ("disable_any_whitespace", "disable_additional_properties", "whitespace_pattern")  # besides the kinds
 # where vLLM's guidance backend looks for object sub-schemas to close (backend_guidance.py, vLLM 0.32)
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 _SUBSCHEMAS = ("additionalProperties", "unevaluatedProperties", "propertyNames", "contains", "additionalItems",
@@ -155,8 +158,10 @@ def _get(obj, name: str):
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-def _schema_spec(value, field: str, limits: ServerLimits, closed: bool = False) -> FieldConstraint:
-    """A JSON Schema field's constraint; `closed`: with :func:`closed_objects` applied."""
+def _schema_spec(value, field: str, limits: ServerLimits, closed: bool = False,
+                 whitespace: str | None = None) -> FieldConstraint:
+    """A JSON Schema field's constraint; `closed`: with :func:`closed_objects` applied; `whitespace`: the
+    front end's whitespace (None: its default, an optional space around punctuation)."""
     if isinstance(value, str):
         schema = check_schema_text(value, field, limits)
     elif isinstance(value, dict):
@@ -170,7 +175,7 @@ def _schema_spec(value, field: str, limits: ServerLimits, closed: bool = False) 
     size = text_bytes(text, limits.max_schema_bytes)
     if size > limits.max_schema_bytes:
         raise AdmissionError(field, "max_schema_bytes", size, limits.max_schema_bytes)
-    return FieldConstraint(GrammarSpec(schema=text), field)
+    return FieldConstraint(GrammarSpec(schema=text, whitespace=whitespace), field)
 
 
 def _grammar_spec(text: str, field: str, limits: ServerLimits) -> FieldConstraint:
@@ -216,18 +221,15 @@ def _of_structured_outputs(so, limits: ServerLimits, prefix: str = "structured_o
         unknown = sorted(k for k in so if k not in _KINDS and k not in _OPTIONS)
         if unknown:
             raise RequestError(f"structured_outputs.{unknown[0][:60]} is not a structured_outputs field (fields: "
-                               f"{', '.join(_KINDS + tuple(_OPTIONS))})")
+                               f"{', '.join(_KINDS + _OPTIONS)})")
     elif not hasattr(so, "json_object"):  # vLLM's StructuredOutputsParams has every field
         raise RequestError(f"structured_outputs must be an object, not {type(so).__name__}")
-    for option, default in _OPTIONS.items():
+    for option in ("disable_any_whitespace", "disable_additional_properties"):
         value = _get(so, option)
-        if option in _HONOURED:
-            if value is not None and not isinstance(value, bool):
-                raise RequestError(f"{prefix}{option} must be true or false, not {_shown(value)}")
-        elif value is not None and value != default:
-            raise RequestError(f"{prefix}{option}={_shown(value)} is not supported by cad_outlines "
-                               f"(leave it out: JSON whitespace is the JSON Schema front end's)")
+        if value is not None and not isinstance(value, bool):
+            raise RequestError(f"{prefix}{option} must be true or false, not {_shown(value)}")
     closed = _get(so, "disable_additional_properties") is True
+    whitespace = _whitespace_option(so, prefix, limits)
     given = [f"{prefix}{k}" for k in _KINDS if _get(so, k) is not None]
     if len(given) > 1:
         raise RequestError(f"give one constraint, not {' and '.join(given)}")
@@ -237,11 +239,11 @@ def _of_structured_outputs(so, limits: ServerLimits, prefix: str = "structured_o
     kind = field[len(prefix):]
     value = _get(so, kind)
     if kind == "json":
-        return _schema_spec(value, field, limits, closed)
+        return _schema_spec(value, field, limits, closed, whitespace)
     if kind == "json_object":
         if value is not True:
             raise RequestError(f"{field} must be true if given, not {_shown(value)}")
-        return _schema_spec(JSON_OBJECT_SCHEMA, field, limits)
+        return _schema_spec(JSON_OBJECT_SCHEMA, field, limits, whitespace=whitespace)
     if kind == "regex":
         return _grammar_spec(regex_request_grammar(_string(value, field)), field, limits)
     if kind == "choice":
@@ -253,6 +255,31 @@ def _of_structured_outputs(so, limits: ServerLimits, prefix: str = "structured_o
         return _grammar_spec(value if choices is None else choice_grammar(choices), field, limits)
     raise RequestError(f"{field} is not supported by cad_outlines (json, regex, choice, grammar as Lark, and "
                        "json_object are)")
+
+
+def _whitespace_option(so, prefix: str, limits: ServerLimits) -> str | None:
+    """The JSON Schema front end's whitespace that `so` asks for: ``"compact"`` for
+    ``disable_any_whitespace: true`` (no whitespace at all, as vLLM's xgrammar and guidance backends
+    write it), the regex ``whitespace_pattern`` (as Outlines reads it: the whitespace at every place JSON
+    allows some), None for neither (the default). Both at once is a 400."""
+    compact = _get(so, "disable_any_whitespace") is True
+    pattern = _get(so, "whitespace_pattern")
+    if pattern is None:
+        return "compact" if compact else None
+    field = f"{prefix}whitespace_pattern"
+    if not isinstance(pattern, str):
+        raise RequestError(f"{field} must be a string (a regex), not {_shown(pattern)}")
+    if compact:
+        raise RequestError(f"give {prefix}disable_any_whitespace or {field}, not both")
+    if len(pattern) > limits.max_string_chars:
+        raise AdmissionError(field, "max_string_chars", len(pattern), limits.max_string_chars)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise RequestError(f"{field} is not a valid regex: {e}") from None
+    return f"(?:{pattern})"  # a regex, never one of the front end's mode names ("compact"...)
 
 
 def constraint_of_fields(response_format=None, structured_outputs=None, *, guided: dict | None = None,

@@ -3,6 +3,7 @@ the cache) the mask store for a vocabulary."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import sys
@@ -530,7 +531,11 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             got = _SCHEMAS.pop(mkey, None)
             if got is not None:
                 _SCHEMAS[mkey] = got
-                got.limits = limits if limits is not None else DEFAULT_LIMITS
+                want = limits if limits is not None else DEFAULT_LIMITS
+                if got.limits != want:  # another caller's limits: a handle of its own, the same core
+                    got.native  # built before the copy, so every handle shares it (and the rows it builds)
+                    got = copy.copy(got)
+                    got.limits = want
                 return got
         folder = None if cache is False else (cache_dir() if cache is True else Path(cache))
         fpath = None if folder is None else folder / f"{'lazy' if lazy else 'flat'}-schema-{key}.bin"

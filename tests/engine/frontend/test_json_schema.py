@@ -475,6 +475,18 @@ def test_cached_in_process_and_on_disk(vocab, tmp_path):
     assert compile_json_schema(path, vocab, cache=tmp_path) is g1
 
 
+def test_each_caller_keeps_its_own_limits_on_a_grammar_kept_in_process(vocab):
+    """Two callers of the same schema with other limits: each handle keeps the limits it was asked with (a
+    later call never changes an earlier handle's), and both share one native core, so rows one builds serve both."""
+    schema = {"type": "object", "properties": {"own_limits": {"type": "integer"}}}
+    tight = Limits(max_parser_stack_depth=64)
+    g1 = compile_json_schema(schema, vocab, cache=False)
+    g2 = compile_json_schema(schema, vocab, cache=False, limits=tight)
+    assert g1.limits == Limits() and g2.limits == tight and g2 is not g1 and g2.native is g1.native
+    assert compile_json_schema(schema, vocab, cache=False) is g1 and g1.limits == Limits()
+    assert accepts(g2, vocab, '{"own_limits": 3}')
+
+
 def test_eager_compile_gives_the_same_masks(vocab):
     import numpy as np
 

@@ -197,18 +197,23 @@ def http_editor(server, tiny_model):
 
 
 class TestHTTPServer:
-    def test_python_by_name_compiles_off_the_engine_and_lark_accepts_the_text(self, server, python_checks,
+    def test_python_as_text_compiles_off_the_engine_and_lark_accepts_the_text(self, server, python_checks,
                                                                               tiny_model):
-        """The shipped python grammar, cold: the middleware holds these requests while a
-        worker compiles it, and the plain requests streaming meanwhile keep getting tokens."""
+        """The shipped python grammar sent as text no cache has seen: the middleware holds these requests
+        while a worker compiles it (whole, as every grammar sent as text: seconds, where the shipped name's
+        lazy compile is too quick to show anything), and the plain requests streaming meanwhile keep
+        getting tokens."""
+        from cad_outlines.grammars import load_grammar_text
+
         _, url, log = server
+        text = load_grammar_text("python") + f"\n// a text no cache has seen: {time.time_ns()}\n"
         plain = {"prompt": [5, 6, 7], "max_tokens": 48, "temperature": 1.0, "ignore_eos": True}
         results, firsts = {}, {}
 
         def run(i):
             first = []
             results[i] = stream_complete(url, {"prompt": [100 + i, 200, 300], "max_tokens": 96, "temperature": 1.0,
-                                               "seed": i, "vllm_xargs": {"cad_grammar": "python"}},
+                                               "seed": i, "vllm_xargs": {"cad_grammar_text": text}},
                                          lambda ids: first or first.append(time.perf_counter()))
             firsts[i] = first[0]
 

@@ -49,7 +49,7 @@ from ....limits import check_deadline, check_limit
 from ..automata import ByteDFA
 from .lexicon import Family, StrClass, key_dfa, punctuation
 from .numbers import NumberSpec
-from .schema import Basic, SchemaDoc, Sub, merge
+from .schema import Basic, SchemaDoc, Sub, merge, once_per_sub
 
 __all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE"]
 
@@ -241,23 +241,13 @@ class _Builder:
     # -- formulas -------------------------------------------------------------------------
     def formula(self, sub: Sub) -> tuple:
         """The formula (over leaf ids) of the values `sub` accepts."""
-        key = sub.key
-        got = self._forms.get(key)
-        if got is not None:
-            return got
-        if key in self._forming:
-            raise SchemaError("$ref", sub.pointer, "a schema that refers to itself through not/oneOf/if/"
-                              "dependencies without an object or array in between")
-        self._forming.add(key)
-        try:
+        def make() -> tuple:
             if sub.parts:
-                got = _and(self.formula(p) for p in sub.parts)
-            else:
-                got = _or(self._basic_formula(b) for b in self.doc.basics(sub))
-        finally:
-            self._forming.discard(key)
-        self._forms[key] = got
-        return got
+                return _and(self.formula(p) for p in sub.parts)
+            return _or(self._basic_formula(b) for b in self.doc.basics(sub))
+
+        return once_per_sub(self._forms, self._forming, sub, "a schema that refers to itself through not/oneOf/if/"
+                            "dependencies without an object or array in between", make)
 
     def _basic_formula(self, b: Basic) -> tuple:
         core = replace(b, checks=()) if b.checks else b

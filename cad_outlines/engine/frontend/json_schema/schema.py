@@ -21,11 +21,13 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from ....errors import SchemaError
 
-__all__ = ["Basic", "Sub", "SchemaDoc", "ANNOTATIONS", "TYPES", "canonical"]
+__all__ = ["Basic", "Sub", "SchemaDoc", "ANNOTATIONS", "TYPES", "canonical", "once_per_sub"]
+
+T = TypeVar("T")
 
 TYPES = ("null", "boolean", "object", "array", "string", "number")
 # Keywords that never change which instances are valid (documented in docs/json_schema.md).
@@ -146,6 +148,25 @@ class Basic:
         return None
 
 
+def once_per_sub(memo: dict, busy: set, sub: Sub, cycle: str, make: Callable[[], T]) -> T:
+    """`make()` for `sub`, made once per sub-schema key and kept in `memo`; asked for again while it is
+    being made (`busy`: the keys under way) is a reference cycle that never reaches a value: a
+    :class:`SchemaError` on ``$ref`` at `sub`'s pointer, `cycle` saying why."""
+    key = sub.key
+    got = memo.get(key)
+    if got is not None:
+        return got
+    if key in busy:
+        raise SchemaError("$ref", sub.pointer, cycle)
+    busy.add(key)
+    try:
+        got = make()
+    finally:
+        busy.discard(key)
+    memo[key] = got
+    return got
+
+
 class SchemaDoc:
     """One schema document: resolves local ``$ref`` and normalizes sub-schemas to unions of
     :class:`Basic` (cached per sub-schema)."""
@@ -199,25 +220,16 @@ class SchemaDoc:
     # -- normalization -------------------------------------------------------------------
     def basics(self, sub: Sub) -> list[Basic]:
         """The union of basic nodes `sub` denotes (empty: no value)."""
-        key = sub.key
-        got = self._cache.get(key)
-        if got is not None:
-            return got
-        if key in self._resolving:
-            raise SchemaError("$ref", sub.pointer, "a reference cycle that never reaches a value (the schema "
-                              "refers to itself without any object or array in between)")
-        self._resolving.add(key)
-        try:
-            if sub.parts:
-                out = [Basic()]
-                for p in sub.parts:
-                    out = self._and(out, self.basics(p), p.pointer)
-            else:
-                out = self._normalize(sub.schema, sub.pointer)
-        finally:
-            self._resolving.discard(key)
-        self._cache[key] = out
-        return out
+        def make() -> list[Basic]:
+            if not sub.parts:
+                return self._normalize(sub.schema, sub.pointer)
+            out = [Basic()]
+            for p in sub.parts:
+                out = self._and(out, self.basics(p), p.pointer)
+            return out
+
+        return once_per_sub(self._cache, self._resolving, sub, "a reference cycle that never reaches a value (the "
+                            "schema refers to itself without any object or array in between)", make)
 
     def _normalize(self, s: Any, ptr: str) -> list[Basic]:
         if s is True:

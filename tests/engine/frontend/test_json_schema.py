@@ -500,3 +500,19 @@ def test_eager_compile_gives_the_same_masks(vocab):
         ml.advance(t)
         me.advance(t)
     assert ml.is_accepting() and me.is_accepting()
+
+
+@pytest.mark.parametrize("schema, words", [
+    ({"$ref": "#"}, "never reaches a value"),
+    ({"anyOf": [{"$ref": "#"}, {"type": "integer"}]}, "never reaches a value"),
+    ({"not": {"$ref": "#"}}, "through not/oneOf/if/dependencies"),
+    ({"definitions": {"a": {"not": {"$ref": "#/definitions/a"}}}, "$ref": "#/definitions/a"},
+     "through not/oneOf/if/dependencies"),
+])
+def test_a_reference_cycle_with_no_value_in_between_is_refused_naming_ref(vocab, schema, words):
+    """A schema that is itself (directly, in a union, or under not) has no rule to write: refused on $ref with
+    its pointer. Through an object or array it is plain recursion, compiled."""
+    with pytest.raises(SchemaError, match=r"keyword \$ref: at .*" + re.escape(words)):
+        compile_json_schema(schema, vocab, cache=False)
+    tree = compile_json_schema({"type": "object", "properties": {"x": {"$ref": "#"}}}, vocab, cache=False)
+    assert accepts(tree, vocab, '{"x": {"x": {}}}') and not accepts(tree, vocab, '{"x": 1}')

@@ -38,6 +38,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--model", default="qwen2.5-1.5b", choices=sorted(CONFIGS))
     parser.add_argument("--layers", type=int, default=None, help="override the number of layers (CPU checks)")
     parser.add_argument("--grammars", default="python,json")
+    parser.add_argument("--schemas", default="",
+                        help="JSON Schema files (comma-separated; a MaskBench file's 'schema' is read), each compiled "
+                             "with compile_json_schema (lazy, whitespace='flexible'): rows built on first use show "
+                             "in the masks' mean and p99")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--device", default="cuda")
@@ -120,7 +124,7 @@ def run(args) -> int:
     import torch
     from transformers import PreTrainedTokenizerFast
 
-    from cad_outlines.engine.compile import compile_grammar
+    from cad_outlines.engine.compile import compile_grammar, compile_json_schema
     from cad_outlines.engine.vocabulary import Vocabulary
     from cad_outlines.generators.outlines_processor import CFGLogitsProcessor
 
@@ -133,10 +137,18 @@ def run(args) -> int:
     vocab = Vocabulary.from_tokenizer(str(tdir))  # logits wider than the tokenizer: the extra ids are masked
     model = _model(args, vocab_size)
     results = []
-    for gname in [g for g in args.grammars.split(",") if g]:
-        spec, start, prompt = GRAMMARS[gname]
-        gpath = _path(spec, data)
-        grammar = compile_grammar(gpath, vocab, start=start, progress=False)
+    runs = [(g, *GRAMMARS[g]) for g in args.grammars.split(",") if g]
+    runs += [(f"schema {Path(s).stem}", s, None, "A JSON object, as the schema asks:\n") for s in args.schemas.split(",")
+             if s]
+    for gname, spec, start, prompt in runs:
+        if gname.startswith("schema "):
+            gpath = None
+            loaded = json.loads(Path(spec).read_text())
+            schema = loaded["schema"] if isinstance(loaded, dict) and "schema" in loaded else loaded
+            grammar = compile_json_schema(schema, vocab, whitespace="flexible", lazy=True, progress=False)
+        else:
+            gpath = _path(spec, data)
+            grammar = compile_grammar(gpath, vocab, start=start, progress=False)
         prompt_ids = hf.encode(prompt, add_special_tokens=False)
         for batch in [int(b) for b in args.batches.split(",") if b]:
             proc = CFGLogitsProcessor(grammar)

@@ -126,7 +126,6 @@ def run(args) -> int:
 
     from cad_outlines.engine.compile import compile_grammar, compile_json_schema
     from cad_outlines.engine.vocabulary import Vocabulary
-    from cad_outlines.generators.outlines_processor import CFGLogitsProcessor
 
     from .streamlining import _data, _path
 
@@ -151,7 +150,7 @@ def run(args) -> int:
             grammar = compile_grammar(gpath, vocab, start=start, progress=False)
         prompt_ids = hf.encode(prompt, add_special_tokens=False)
         for batch in [int(b) for b in args.batches.split(",") if b]:
-            proc = CFGLogitsProcessor(grammar)
+            proc = _our_masker(grammar, batch)
             r = decode(model, prompt_ids, batch, args.steps, args.device, proc, set(grammar.eos_token_ids))
             r.update(engine="cad_outlines", grammar=gname, batch=batch)
             results.append(r)
@@ -167,16 +166,41 @@ def run(args) -> int:
     hidden, layers, *_ = CONFIGS[args.model]
     body = (f"Model: random-weight {args.model} shape ({args.layers or layers} layers, hidden {hidden}), "
             f"{args.dtype}, on {dev}; torch {torch.__version__}. Each step: forward (one token per sequence, KV "
-            "cache), masks (our Outlines processor: the batch's masks in one native call + applying them), "
+            "cache), masks (our matchers as the Outlines processor runs them: the batch's masks in one native call + applying them), "
             "sampling. Means over the steps after the first.\n\n"
             + markdown_table(["engine", "grammar", "batch", "steps", "forward ms", "masks ms", "masks p99 ms",
                               "sampling ms", "masks share of step"], rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1))
-    cmd = f"python -m cad_outlines.cli study gpu-decode --model {args.model} --steps {args.steps} --batches {args.batches}"
+    cmd = (f"python -m cad_outlines.cli study gpu-decode --model {args.model} --steps {args.steps} --batches {args.batches}"
+           f" --grammars '{args.grammars}'" + (f" --schemas {args.schemas}" if args.schemas else ""))
     path = write_report(Path(args.out_dir), "gpu_decode", "Grammar masks inside a real decode loop", body, cmd)
     print(f"wrote {path}")
     return 0
+
+
+def _our_masker(grammar, batch: int):
+    """Our matchers in the loop as the Outlines processor runs them (without needing Outlines installed): each
+    row advanced by its last sampled token, the batch's masks filled in one native call, applied to the logits."""
+    from cad_outlines.decoding.logits import apply_token_bitmask_inplace
+    from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
+
+    matchers = [Matcher(grammar) for _ in range(batch)]
+    bitmask = allocate_token_bitmask(batch, grammar.vocab_size)
+    first = [True]
+
+    def masker(ids, logits):
+        if not first[0]:
+            for i, m in enumerate(matchers):
+                if not m.is_finished():
+                    m.advance(int(ids[i, -1]))
+        first[0] = False
+        fill_next_token_bitmask_batch(matchers, bitmask)
+        out = logits.clone()
+        apply_token_bitmask_inplace(out, bitmask)
+        return out
+
+    return masker
 
 
 def _llguidance_run(model, hf, gpath, prompt_ids, batch, args, vocab_size, eos) -> dict | None:

@@ -469,7 +469,6 @@ TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* l
 
 std::pair<int32_t, int64_t> pair_outcomes(int32_t na, const int32_t* ta, const uint8_t* aa, int32_t nb,
                                           const int32_t* tb, const uint8_t* ab, int64_t max_pairs) {
-    (void)na, (void)nb;
     // a pair as one key: each state shifted by one so that dead (-1) is 0
     auto key = [](int32_t x, int32_t y) { return (uint64_t(uint32_t(x + 1)) << 32) | uint32_t(y + 1); };
     FlatMap ids;
@@ -485,6 +484,7 @@ std::pair<int32_t, int64_t> pair_outcomes(int32_t na, const int32_t* ta, const u
         for (int c = 0; c < 256; ++c) {
             const int32_t p = rx ? rx[c] : -1, q = ry ? ry[c] : -1;
             if (p < 0 && q < 0) continue;
+            if (p >= na || q >= nb) return {outcomes, -2};  // only the targets the walk reads are checked
             if (ids.try_emplace(key(p, q), int32_t(pairs.size())).second) {
                 if (int64_t(pairs.size()) >= max_pairs) return {outcomes, -1};
                 pairs.push_back({p, q});

@@ -40,7 +40,8 @@ MinimalDfa unless_product(int32_t n, const int32_t* trans, const uint8_t* accept
 
 // Which accepting outcomes the pairs of states of two byte DFAs (-1 dead) reachable from (0, 0)
 // show, with either alive: bit 0 a accepts alone, bit 1 b alone, bit 2 both; stops once all three
-// are seen (all a relation between the two languages needs). Second: pairs walked, -1 past max_pairs.
+// are seen (all a relation between the two languages needs). Second: pairs walked, -1 past max_pairs,
+// -2 where a transition read leads past its DFA's states.
 std::pair<int32_t, int64_t> pair_outcomes(int32_t na, const int32_t* ta, const uint8_t* aa, int32_t nb,
                                           const int32_t* tb, const uint8_t* ab, int64_t max_pairs);
 

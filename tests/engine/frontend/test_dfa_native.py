@@ -304,6 +304,15 @@ def test_pair_outcomes_sees_what_words_through_both_dfas_see(seed):
         assert core().pair_outcomes(ta, aa, tb, ab, pairs - 1)[1] == -1
 
 
+def test_pair_outcomes_refuses_a_transition_past_its_dfa():
+    from cad_outlines._native import core
+
+    t = np.full((2, 256), -1, dtype=np.int32)
+    t[0, 97] = 5  # read by the walk: refused
+    with pytest.raises(ValueError, match="out of range"):
+        core().pair_outcomes(t, np.array([0, 1], np.uint8), t, np.array([0, 1], np.uint8), 100)
+
+
 def _cycle(n: int, accept) -> automata.ByteDFA:
     trans = np.full((n, 256), -1, dtype=np.int32)
     trans[:, 97] = (np.arange(n) + 1) % n

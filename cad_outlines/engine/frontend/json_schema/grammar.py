@@ -202,11 +202,12 @@ class _Leaf:
 
 
 def _literal_basic(v, ptr: str) -> Basic:
-    """The leaf of exactly the object or array `v` (its members in the order given)."""
+    """The leaf of exactly the object or array `v` (its members in the order given). Each member is an
+    ``enum`` of one value, not a ``const``: every draft has ``enum``, and drafts 3-4 ignore ``const``."""
     if isinstance(v, dict):
-        return Basic(types=frozenset({"object"}), props=tuple((k, Sub({"const": x}, ptr)) for k, x in v.items()),
+        return Basic(types=frozenset({"object"}), props=tuple((k, Sub({"enum": [x]}, ptr)) for k, x in v.items()),
                      required=tuple(v), additional=Sub(False, ptr), pointer=ptr)
-    return Basic(types=frozenset({"array"}), prefix=tuple(Sub({"const": x}, ptr) for x in v),
+    return Basic(types=frozenset({"array"}), prefix=tuple(Sub({"enum": [x]}, ptr) for x in v),
                  items=Sub(False, ptr), min_items=len(v), max_items=len(v), pointer=ptr)
 
 
@@ -1002,7 +1003,7 @@ def _check_length(b: Basic) -> None:
 
 
 def _spec(b: Basic) -> NumberSpec:
-    return NumberSpec(b.integer, b.lo, b.lo_strict, b.hi, b.hi_strict, b.multiple)
+    return NumberSpec(b.integer, b.lo, b.lo_strict, b.hi, b.hi_strict, b.multiple, b.whole)
 
 
 def _split(spec: NumberSpec, excluded: list[Fraction]) -> list[NumberSpec]:
@@ -1014,8 +1015,8 @@ def _split(spec: NumberSpec, excluded: list[Fraction]) -> list[NumberSpec]:
             if not s.contains(x):
                 nxt.append(s)
                 continue
-            nxt.append(NumberSpec(s.integer, s.lo, s.lo_strict, x, True, s.multiple))
-            nxt.append(NumberSpec(s.integer, x, True, s.hi, s.hi_strict, s.multiple))
+            nxt.append(NumberSpec(s.integer, s.lo, s.lo_strict, x, True, s.multiple, s.whole))
+            nxt.append(NumberSpec(s.integer, x, True, s.hi, s.hi_strict, s.multiple, s.whole))
         out = nxt
     return [s for s in out if not s.empty()]
 

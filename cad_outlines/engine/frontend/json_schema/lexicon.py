@@ -187,7 +187,7 @@ class Family:
             lo, lo_s = _tighter(a.lo, a.lo_strict, b.lo, b.lo_strict, max)
             hi, hi_s = _tighter(a.hi, a.hi_strict, b.hi, b.hi_strict, min)
             m = a.multiple if b.multiple is None else b.multiple if a.multiple is None else _lcm(a.multiple, b.multiple)
-            return NumberSpec(a.integer or b.integer, lo, lo_s, hi, hi_s, m)
+            return NumberSpec(a.integer or b.integer, lo, lo_s, hi, hi_s, m, a.whole or b.whole)
         if a.values is not None or b.values is not None:
             lit, other = (a, b) if a.values is not None else (b, a)
             return StrClass(values=frozenset(v for v in lit.values if other.contains(v)))

@@ -38,7 +38,8 @@ _CONT = b"0123456789.eE+-"
 class NumberSpec:
     """A set of numbers: `integer` (integral values only), bounds as exact fractions
     (``lo``/``hi``, None: unbounded; ``lo_strict``/``hi_strict``: exclusive), ``multiple``
-    (multipleOf as a fraction, or None)."""
+    (multipleOf as a fraction, or None), `whole` (written without a fraction part: drafts 3 and 4, where
+    ``1.0`` is not an integer)."""
 
     integer: bool = False
     lo: Fraction | None = None
@@ -46,6 +47,7 @@ class NumberSpec:
     hi: Fraction | None = None
     hi_strict: bool = False
     multiple: Fraction | None = None
+    whole: bool = False
 
     @property
     def exponent_allowed(self) -> bool:
@@ -199,7 +201,7 @@ def number_dfa(spec: NumberSpec) -> ByteDFA:
         if phase == "I" and ch.isdigit():
             return ("I", neg, tuple(c.int_digit(x, ch) for c, x in zip(cmps, cs)), (r * 10 + int(ch)) % mod, 0)
         if phase in ("0", "I"):
-            if ch == ".":
+            if ch == "." and not spec.whole:
                 return (".", neg, tuple(c.end_int(x) for c, x in zip(cmps, cs)), r, 0)
             if ch in "eE" and exp_ok:
                 return ("e", neg, tuple(c.end_int(x) for c, x in zip(cmps, cs)), r, 0)

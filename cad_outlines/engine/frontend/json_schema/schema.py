@@ -44,8 +44,9 @@ _ARRAY_KW = ("items", "prefixItems", "additionalItems", "minItems", "maxItems", 
 _OBJECT_KW = ("properties", "required", "additionalProperties", "patternProperties", "minProperties",
               "maxProperties", "propertyNames", "dependentRequired", "dependentSchemas", "dependencies",
               "unevaluatedProperties")
-_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef", "type", "enum",
-                "const")
+_DATA_VALUES = ("enum", "const", "default", "examples", "example")  # instances, not schemas: no anchors there
+_APPLICATORS = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "type", "enum", "const")
+# ($dynamicRef and $recursiveRef are not here: their target depends on the dynamic scope, so they are refused)
 KNOWN = frozenset(_NUMBER_KW + _STRING_KW + _ARRAY_KW + _OBJECT_KW + _APPLICATORS)
 MAX_ALTERNATIVES = 256  # anyOf x allOf distribution beyond this is refused
 
@@ -112,6 +113,7 @@ class Basic:
     enum: tuple | None = None  # allowed values (JSON texts of them, canonical), None: any
     exclude: tuple = ()  # values excluded (canonical JSON texts): scalars only
     integer: bool = False
+    whole: bool = False  # an integer written without a fraction part (drafts 3-4: 1.0 is not an integer there)
     # strings
     min_len: int = 0
     max_len: int | None = None
@@ -206,13 +208,20 @@ class SchemaDoc:
         return node, path or ""
 
     def _anchor(self, name: str) -> Any:
+        """The sub-schema that the root's resource names `name` (``$anchor``, or an ``$id``/``id`` of
+        ``#name``): an embedded resource (a sub-schema with an ``$id`` of its own) keeps its anchors to
+        itself, so the search does not enter one, nor values that are data (``enum``, ``const``,
+        ``default``, ``examples``)."""
         todo = [self.root]
         while todo:
             x = todo.pop()
             if isinstance(x, dict):
+                own = x.get("$id", x.get("id"))
+                if x is not self.root and isinstance(own, str) and not own.startswith("#"):
+                    continue  # another resource
                 if x.get("$anchor") == name or x.get("$id") == "#" + name or x.get("id") == "#" + name:
                     return x
-                todo.extend(x.values())
+                todo.extend(v for k, v in x.items() if k not in _DATA_VALUES)
             elif isinstance(x, list):
                 todo.extend(x)
         return None
@@ -363,7 +372,8 @@ class SchemaDoc:
                 if "number" not in types:
                     integer = True
                 types.add("number")
-            b = replace(b, types=frozenset(types), integer=integer)
+            b = replace(b, types=frozenset(types), integer=integer,
+                        whole=integer and self.draft in ("draft3", "draft4"))
         if "const" in s or "enum" in s:
             vals = [s["const"]] if "const" in s else s["enum"]
             if not isinstance(vals, list):
@@ -439,7 +449,9 @@ class SchemaDoc:
         if s.get("uniqueItems") is True:
             raise SchemaError("uniqueItems", f"{ptr}/uniqueItems", "uniqueItems: true cannot be expressed by a "
                               "context-free grammar")
-        for k in ("contains", "unevaluatedItems", "unevaluatedProperties", "propertyNames"):
+        if "contains" in s:
+            b = _trivial_contains(b, s, ptr)
+        for k in ("unevaluatedItems", "unevaluatedProperties", "propertyNames"):
             if k in s and s[k] is not True and s[k] != {}:
                 raise SchemaError(k, f"{ptr}/{k}", f"{k} is not supported")
         # objects
@@ -547,6 +559,7 @@ def merge(x: Basic, y: Basic) -> Basic | None:
         pp = tuple((p, conj(s, other.additional) or s) for p, s in own.pattern_props)
     return Basic(
         types=types, enum=enum, exclude=tuple(dict.fromkeys(x.exclude + y.exclude)), integer=x.integer or y.integer,
+        whole=x.whole or y.whole,
         min_len=max(x.min_len, y.min_len), max_len=_min(x.max_len, y.max_len),
         patterns=tuple(dict.fromkeys(x.patterns + y.patterns)), formats=tuple(dict.fromkeys(x.formats + y.formats)),
         lo=lo, lo_strict=lo_s, hi=hi, hi_strict=hi_s, multiple=mult,
@@ -693,6 +706,22 @@ def _number_form(v: Any) -> Any:
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v
+
+
+def _trivial_contains(b: Basic, s: dict, ptr: str) -> Basic:
+    """``contains`` whose schema every item matches (``true``, ``{}``) or none does (``false``), as counts:
+    ``minContains`` (default 1) to ``maxContains`` matching items (the keywords of drafts 2019-09 on; an
+    older draft's reader has dropped them) bound the array's length, or, for ``false``, a minimum above 0
+    rules arrays out. Any other ``contains`` is refused: which items match is beyond this front end."""
+    c = s["contains"]
+    lo = _nonneg_int(s.get("minContains", 1), "minContains", ptr)
+    hi = _nonneg_int(s["maxContains"], "maxContains", ptr) if "maxContains" in s else None
+    if c is True or c == {}:
+        return replace(b, min_items=max(b.min_items, lo),
+                       max_items=hi if b.max_items is None else b.max_items if hi is None else min(b.max_items, hi))
+    if c is False:
+        return b if lo == 0 else replace(b, types=b.types - {"array"})
+    raise SchemaError("contains", f"{ptr}/contains", "contains is not supported (other than true, {} or false)")
 
 
 def _nonneg_int(v: Any, k: str, ptr: str) -> int:

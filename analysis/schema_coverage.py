@@ -1,0 +1,92 @@
+"""Which real JSON Schemas the front end compiles, over whole corpora: every MaskBench schema (and, with
+``--jsb-data``, every JSONSchemaBench schema), compiled as `compile_json_schema` compiles
+it (whitespace ``flexible``) for a vocabulary of the 256 bytes (what is measured is the schema front end and
+its terminals, not a tokenizer's walks), each under a compile budget (``--timeout`` seconds). A schema is
+compiled or refused; a refusal is counted by the keyword its error names (a limit by the limit's name), with
+one example each. The per-engine comparison on samples, with masks and instances, is the ``maskbench`` study.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from .report import markdown_table, write_report
+
+DESCRIPTION = "JSON Schema front end: which schemas of whole corpora compile, and why the others are refused"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--jsb", required=True, help="a clone of github.com/guidance-ai/jsonschemabench")
+    parser.add_argument("--jsb-data", action="store_true", help="also JSONSchemaBench's data/<category>/ schemas")
+    parser.add_argument("--timeout", type=float, default=3.0, help="compile seconds per schema")
+    parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
+
+
+def _reason(error: Exception) -> str:
+    text = str(error)
+    m = re.match(r"keyword (\S+):", text)
+    if m:
+        return m.group(1)
+    m = re.search(r"(max_\w+|min_\w+) exceeded", text)
+    return m.group(1) if m else type(error).__name__
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from cad_outlines import compile_json_schema
+    from cad_outlines.errors import CadOutlinesError
+    from cad_outlines.limits import Limits
+
+    from .maskbench import _category
+    from .schema_test_suite import byte_vocabulary
+
+    root = Path(args.jsb)
+    corpora = [("MaskBench", sorted((root / "maskbench" / "data").glob("*.json")), True)]
+    if args.jsb_data:
+        corpora.append(("JSONSchemaBench", sorted((root / "data").glob("*/*.json")), False))
+    vocab = byte_vocabulary()
+    sections = []
+    started = time.perf_counter()
+    for corpus, files, wrapped in corpora:
+        per_cat: dict[str, Counter] = defaultdict(Counter)
+        reasons: Counter = Counter()
+        example: dict[str, str] = {}
+        for f in tqdm(files, desc=corpus, leave=False):
+            cat = _category(f, wrapped)
+            loaded = json.loads(f.read_text())
+            schema = loaded["schema"] if wrapped else loaded
+            per_cat[cat]["schemas"] += 1
+            try:
+                compile_json_schema(schema, vocab, cache=False, progress=False, whitespace="flexible",
+                                    limits=Limits(max_compile_seconds=args.timeout))
+                per_cat[cat]["compiled"] += 1
+            except CadOutlinesError as e:
+                why = _reason(e)
+                reasons[why] += 1
+                example.setdefault(why, f"{f.name}: {str(e).splitlines()[0][:160]}")
+        total = sum((c for c in per_cat.values()), Counter())
+        rows = [[cat, c["schemas"], c["compiled"], f"{100 * c['compiled'] / c['schemas']:.1f}%"]
+                for cat, c in sorted(per_cat.items())]
+        rows.append(["all", total["schemas"], total["compiled"], f"{100 * total['compiled'] / total['schemas']:.1f}%"])
+        body = (f"## {corpus}: {total['compiled']:,} of {total['schemas']:,} schemas compile "
+                f"({100 * total['compiled'] / total['schemas']:.1f}%)\n\n"
+                + markdown_table(["category", "schemas", "compiled", "share"], rows)
+                + "\n\nRefusals, by what the error names (one example each):\n\n"
+                + markdown_table(["reason", "schemas", "example"],
+                                 [[f"`{k}`", n, example[k].replace("|", "\\|")] for k, n in reasons.most_common()]))
+        sections.append(body)
+    minutes = (time.perf_counter() - started) / 60
+    intro = __doc__.split("\n\n", 1)[0].strip().replace("``", "`")
+    body = (intro + f" {args.timeout:g} s a schema; {minutes:.1f} min in all.\n\n"
+            + "\n\n".join(sections))
+    cmd = f"python -m analysis schema-coverage --jsb PATH --timeout {args.timeout:g}" + (
+        " --jsb-data" if args.jsb_data else "")
+    path = write_report(Path(args.out_dir), "schema_coverage", "Which real JSON Schemas compile", body, cmd)
+    print(f"wrote {path}")
+    return 0

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <tuple>
 
 #include "batch.h"
 #include "hash.h"
@@ -45,6 +44,12 @@ LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const Voca
     int fill[64];
     std::copy(class_off_, class_off_ + 64, fill);
     for (int c = 0; c < 256; ++c) class_bytes_[fill[__builtin_ctzll(class_of_[c])]++] = uint8_t(c);
+    for (int c = 256; c-- > 0;) rep_[a_.cls[size_t(c)]] = c;
+    for (int c = 0; c < 256; ++c) {
+        const int k = a_.cls[size_t(c)];
+        cls_bits_[k] |= class_of_[c];
+        if (c == 0 || k != a_.cls[size_t(c - 1)]) cls_runs_.push_back({c, k});
+    }
     emitted_.push_back({-1, -1});
     root_.assign(g.n_configs(), -1);
     uncond_.assign(g.n_configs(), -1);
@@ -88,9 +93,9 @@ uint64_t LazyStore::stays(int32_t state) const {
     uint64_t known = stays_[state].load(std::memory_order_relaxed);
     if (known) return known;
     uint64_t out = a_.in_nl[state] ? 0 : ~STAYS_KNOWN;
-    for (int c = 0; c < 256 && out; ++c) {
-        const int64_t k = a_.at(state, c), e = a_.ptr[k];
-        if (a_.ptr[k + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
+    for (int c = 0; c < a_.n_classes && out; ++c) {  // by the automaton's classes: their bytes have the same edges
+        const int64_t k = int64_t(state) * a_.n_classes + c, e = a_.ptr[k];
+        if (a_.ptr[k + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~cls_bits_[c];
     }
     out |= STAYS_KNOWN;
     stays_[state].store(out, std::memory_order_relaxed);
@@ -281,13 +286,22 @@ constexpr size_t MAX_REGION = 64;
 int32_t LazyStore::make_region(int32_t s) const {
     // s's lexeme states, breadth first over bytes 0 .. 255 (the canonical numbering), each as its
     // runs of bytes with the same (next state, exit) (shared_walks.h: SharedWalks::region)
-    std::vector<int32_t> states{s}, key;
-    FlatMap local;
-    local.try_emplace(uint64_t(uint32_t(s)), 0);
+    auto& states = region_states_;
+    auto& key = region_key_;
+    auto& local = region_local_;
+    if (local.empty()) local.assign(g_.n_configs(), -1);
+    states.assign(1, s);
+    key.clear();
+    local[size_t(s)] = 0;
+    struct Reset {  // the scratch back to -1 whatever the outcome
+        std::vector<int32_t>& local;
+        const std::vector<int32_t>& states;
+        ~Reset() {
+            for (int32_t q : states) local[size_t(q)] = -1;
+        }
+    } reset{local, states};
     int32_t cls_tgt[256], cls_local[256];
     uint8_t cls_exit[256];
-    int rep[256];  // a byte of each class
-    for (int c = 256; c-- > 0;) rep[a_.cls[size_t(c)]] = c;
     for (size_t r = 0; r < states.size(); ++r) {
         const int32_t q = states[r];
         for (int k = 0; k < a_.n_classes; ++k) {
@@ -295,7 +309,7 @@ int32_t LazyStore::make_region(int32_t s) const {
             cls_tgt[k] = -1, cls_exit[k] = 0;
             const int64_t at = int64_t(q) * a_.n_classes + k;
             for (int64_t e = a_.ptr[at]; e < a_.ptr[at + 1]; ++e) {
-                if (!region_edge(q, e, rep[k])) {
+                if (!region_edge(q, e, rep_[k])) {
                     cls_exit[k] = 1;
                 } else if (cls_tgt[k] >= 0) {
                     return -2;  // two ways to go on: not one lexeme's automaton
@@ -308,18 +322,17 @@ int32_t LazyStore::make_region(int32_t s) const {
         key.push_back(0);
         int32_t last = INT32_MIN;
         for (int k = 0; k < a_.n_classes; ++k) cls_local[k] = INT32_MIN;
-        for (int c = 0; c < 256; ++c) {
-            const int k = a_.cls[size_t(c)];
+        for (auto [c, k] : cls_runs_) {  // the bytes of a run of one class go the same way
             if (cls_local[k] == INT32_MIN) {  // the class's first byte: its next state's number
                 cls_local[k] = -1;
                 if (cls_tgt[k] >= 0) {
-                    bool fresh;
-                    std::tie(cls_local[k], fresh) =
-                        local.try_emplace(uint64_t(uint32_t(cls_tgt[k])), int32_t(states.size()));
-                    if (fresh) {
+                    int32_t& at = local[size_t(cls_tgt[k])];
+                    if (at < 0) {
                         if (states.size() == MAX_REGION) return -2;
+                        at = int32_t(states.size());
                         states.push_back(cls_tgt[k]);
                     }
+                    cls_local[k] = at;
                 }
             }
             const int32_t v = cls_local[k] * 2 + cls_exit[k];
@@ -335,7 +348,7 @@ int32_t LazyStore::make_region(int32_t s) const {
     if (sig < 0) return -2;  // no room for another region
     Region& reg = regions_.emplace_back();
     reg.sig = sig;
-    reg.states = std::move(states);
+    reg.states = states;
     return int32_t(regions_.size()) - 1;
 }
 

@@ -208,6 +208,13 @@ private:
     mutable std::vector<int32_t> region_at_;            // per state: regions_ index, -1 unknown, -2 none
     mutable std::deque<Region> regions_;
     uint64_t class_of_[256];                            // byte_class of each byte
+    // the automaton's byte classes: a byte of each, the byte_class bits of its bytes, and the
+    // runs of consecutive bytes in one class (first byte, class), in byte order
+    int rep_[256];
+    uint64_t cls_bits_[256] = {};
+    std::vector<std::pair<int, int>> cls_runs_;
+    // make_region's scratch (under region_mu_): per state its local number (-1: none)
+    mutable std::vector<int32_t> region_local_, region_states_, region_key_;
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
     std::unordered_map<uint64_t, std::vector<Group>> parts_;

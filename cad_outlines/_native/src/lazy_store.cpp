@@ -283,9 +283,43 @@ bool LazyStore::region_edge(int32_t s, int64_t e, int c) const {
 // at most this many states in a shared region (its signature is 512 bytes a state; int8 states)
 constexpr size_t MAX_REGION = 64;
 
+const int32_t* LazyStore::runs_of(int32_t q) const {
+    if (runs_at_.empty()) runs_at_.assign(g_.n_configs(), -1);
+    int32_t& at = runs_at_[size_t(q)];
+    if (at == -1) {
+        int32_t cls_tgt[256];
+        uint8_t cls_exit[256];
+        for (int k = 0; k < a_.n_classes; ++k) {
+            // an exit: this grammar has another edge here (the lexeme ends, another one starts)
+            cls_tgt[k] = -1, cls_exit[k] = 0;
+            const int64_t e0 = int64_t(q) * a_.n_classes + k;
+            for (int64_t e = a_.ptr[e0]; e < a_.ptr[e0 + 1]; ++e) {
+                if (!region_edge(q, e, rep_[k])) {
+                    cls_exit[k] = 1;
+                } else if (cls_tgt[k] >= 0) {
+                    return (at = -2), nullptr;  // two ways to go on: not one lexeme's automaton
+                } else {
+                    cls_tgt[k] = a_.nxt[e];
+                }
+            }
+        }
+        at = int32_t(state_runs_.size());
+        state_runs_.push_back(0);
+        int32_t last_tgt = INT32_MIN, last_exit = -1;
+        for (auto [c, k] : cls_runs_)  // the bytes of a run of one class go the same way
+            if (cls_tgt[k] != last_tgt || cls_exit[k] != last_exit) {
+                last_tgt = cls_tgt[k], last_exit = cls_exit[k];
+                state_runs_.insert(state_runs_.end(), {c, last_tgt, last_exit});
+                ++state_runs_[size_t(at)];
+            }
+    }
+    return at >= 0 ? state_runs_.data() + at : nullptr;
+}
+
 int32_t LazyStore::make_region(int32_t s) const {
     // s's lexeme states, breadth first over bytes 0 .. 255 (the canonical numbering), each as its
-    // runs of bytes with the same (next state, exit) (shared_walks.h: SharedWalks::region)
+    // runs of bytes with the same (next state, exit) (shared_walks.h: SharedWalks::region); the
+    // runs of a state with the same next state (and exit) are those with the same local number
     auto& states = region_states_;
     auto& key = region_key_;
     auto& local = region_local_;
@@ -300,48 +334,24 @@ int32_t LazyStore::make_region(int32_t s) const {
             for (int32_t q : states) local[size_t(q)] = -1;
         }
     } reset{local, states};
-    int32_t cls_tgt[256], cls_local[256];
-    uint8_t cls_exit[256];
     for (size_t r = 0; r < states.size(); ++r) {
-        const int32_t q = states[r];
-        for (int k = 0; k < a_.n_classes; ++k) {
-            // an exit: this grammar has another edge here (the lexeme ends, another one starts)
-            cls_tgt[k] = -1, cls_exit[k] = 0;
-            const int64_t at = int64_t(q) * a_.n_classes + k;
-            for (int64_t e = a_.ptr[at]; e < a_.ptr[at + 1]; ++e) {
-                if (!region_edge(q, e, rep_[k])) {
-                    cls_exit[k] = 1;
-                } else if (cls_tgt[k] >= 0) {
-                    return -2;  // two ways to go on: not one lexeme's automaton
-                } else {
-                    cls_tgt[k] = a_.nxt[e];
+        const int32_t* runs = runs_of(states[r]);
+        if (!runs) return -2;
+        key.push_back(runs[0]);
+        for (const int32_t* run = runs + 1; run < runs + 1 + 3 * runs[0]; run += 3) {
+            const int32_t c = run[0], tgt = run[1];
+            int32_t v = -1;
+            if (tgt >= 0) {
+                int32_t& at = local[size_t(tgt)];
+                if (at < 0) {
+                    if (states.size() == MAX_REGION) return -2;
+                    at = int32_t(states.size());
+                    states.push_back(tgt);
                 }
+                v = at;
             }
-        }
-        const size_t runs = key.size();
-        key.push_back(0);
-        int32_t last = INT32_MIN;
-        for (int k = 0; k < a_.n_classes; ++k) cls_local[k] = INT32_MIN;
-        for (auto [c, k] : cls_runs_) {  // the bytes of a run of one class go the same way
-            if (cls_local[k] == INT32_MIN) {  // the class's first byte: its next state's number
-                cls_local[k] = -1;
-                if (cls_tgt[k] >= 0) {
-                    int32_t& at = local[size_t(cls_tgt[k])];
-                    if (at < 0) {
-                        if (states.size() == MAX_REGION) return -2;
-                        at = int32_t(states.size());
-                        states.push_back(cls_tgt[k]);
-                    }
-                    cls_local[k] = at;
-                }
-            }
-            const int32_t v = cls_local[k] * 2 + cls_exit[k];
-            if (v != last) {
-                key.push_back(c);
-                key.push_back(v);
-                ++key[runs];
-                last = v;
-            }
+            key.push_back(c);
+            key.push_back(v * 2 + run[2]);
         }
     }
     const int32_t sig = trie_->shared->region(key, int32_t(states.size()));

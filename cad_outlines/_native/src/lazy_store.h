@@ -215,6 +215,11 @@ private:
     std::vector<std::pair<int, int>> cls_runs_;
     // make_region's scratch (under region_mu_): per state its local number (-1: none)
     mutable std::vector<int32_t> region_local_, region_states_, region_key_;
+    // per state (under region_mu_), its lexeme's runs of bytes with the same (next state, exit) as
+    // state_runs_[at]: their count, then (first byte, next state or -1, exit) each; at -1: not
+    // known yet, -2: two ways to go on (in no region)
+    mutable std::vector<int32_t> runs_at_, state_runs_;
+    const int32_t* runs_of(int32_t state) const;  // null: two ways to go on
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
     std::unordered_map<uint64_t, std::vector<Group>> parts_;

@@ -186,7 +186,11 @@ int32_t LazyStore::next_front(Walk& w, int32_t f, int c) const {
 int32_t LazyStore::group_index(Walk& w, int32_t state, int32_t eid) const {
     auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(state)) << 32) | uint32_t(eid),
                                                  int32_t(w.groups.size()));
-    if (fresh) w.groups.push_back(Group{state, eid, -1, {}});
+    if (fresh) {
+        w.groups.push_back(Group{state, eid, -1, nullptr, nullptr});
+        if (w.spans_of.size() < w.groups.size()) w.spans_of.emplace_back();
+        w.spans_of[size_t(group)].clear();
+    }
     return group;
 }
 
@@ -197,7 +201,7 @@ void LazyStore::record(Walk& w, int32_t t0, int32_t t1, int32_t f) const {
     for (int32_t n = 0; n < w.fronts[f].len; ++n) {
         Item& it = w.front_items[size_t(w.fronts[f].off + n)];
         if (it.group < 0) it.group = group_index(w, it.state, it.eid);
-        auto& spans = w.groups[it.group].spans;
+        auto& spans = w.spans_of[size_t(it.group)];
         if (!spans.empty() && spans.back().second == t0)
             spans.back().second = t1;
         else
@@ -380,7 +384,7 @@ bool LazyStore::delegate(Walk& w, int32_t node, int32_t f) const {
     // the tokens of the subtree by local end state
     for (size_t g = 0; g < sw->grp_state.size(); ++g) {
         const int32_t state = reg->states[size_t(sw->grp_state[g])];
-        auto& spans = w.groups[size_t(group_index(w, state, eid))].spans;
+        auto& spans = w.spans_of[size_t(group_index(w, state, eid))];
         spans.insert(spans.end(), sw->spans.begin() + sw->span_off[g], sw->spans.begin() + sw->span_off[g + 1]);
     }
     // where the lexeme may end: this grammar goes on from there, node by node
@@ -406,11 +410,25 @@ void LazyStore::keep(Walk& w) {
     local_.assign(w.emitted.size(), 0);
     for (size_t l = 1; l < w.emitted.size(); ++l)  // a parent's id is below its children's
         local_[l] = extend(local_[w.emitted[l].first], w.emitted[l].second);
-    for (Group& grp : w.groups) {
+    size_t n_spans = 0;
+    for (size_t g = 0; g < w.groups.size(); ++g) n_spans += w.spans_of[g].size();
+    if (n_spans > span_room_) {  // a new block, larger as the store grows
+        span_room_ = std::max(n_spans, size_t(1) << std::min<size_t>(16, 10 + span_blocks_.size()));
+        span_blocks_.emplace_back(new std::pair<int32_t, int32_t>[span_room_]);
+        span_next_ = span_blocks_.back().get();
+    }
+    std::pair<int32_t, int32_t>* at = span_next_;
+    w.part->assign(w.groups.begin(), w.groups.end());
+    for (size_t g = 0; g < w.groups.size(); ++g) {
+        Group& grp = (*w.part)[g];
         grp.eid = local_[grp.eid];
         grp.id = n_groups_++;
+        grp.spans_begin = at;
+        at = std::copy(w.spans_of[g].begin(), w.spans_of[g].end(), at);
+        grp.spans_end = at;
     }
-    *w.part = std::move(w.groups);
+    span_next_ = at;
+    span_room_ -= n_spans;
     walked_ += w.walked;
 }
 
@@ -433,12 +451,12 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     size_t total = 0;
     const int32_t* tok = trie_->tok_ids.data();
     for (const Group* grp : groups)
-        for (auto [t0, t1] : grp->spans) total += size_t(t1 - t0);
+        for (auto [t0, t1] : grp->spans()) total += size_t(t1 - t0);
     ids_.clear();
     int32_t sid;
     if (total <= SORT_MAX) {  // few tokens: sort them
         for (const Group* grp : groups)
-            for (auto [t0, t1] : grp->spans) ids_.insert(ids_.end(), tok + t0, tok + t1);
+            for (auto [t0, t1] : grp->spans()) ids_.insert(ids_.end(), tok + t0, tok + t1);
         std::sort(ids_.begin(), ids_.end());
         ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
         if (ids_.size() <= dense_from) return union_sid_.back() = intern(ids_.data(), ids_.size(), nullptr);
@@ -450,7 +468,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     } else {
         uint32_t* words = words_.data();
         for (const Group* grp : groups)
-            for (auto [t0, t1] : grp->spans)
+            for (auto [t0, t1] : grp->spans())
                 for (const int32_t* x = tok + t0; x < tok + t1; ++x) words[*x >> 5] |= 1u << (*x & 31);
         for (size_t i = 0; i < W; ++i) count += popcount32(words[i]);
     }

@@ -75,7 +75,14 @@ private:
         int32_t end;   // automaton state the token ends in
         int32_t eid;   // labels emitted after the first byte (interned sequence)
         int32_t id;    // numbered over all parts: unions are remembered by their groups' ids
-        std::vector<std::pair<int32_t, int32_t>> spans;  // its tokens: ranges of the trie's tok_ids
+        // its tokens: ranges of the trie's tok_ids (in the store's span_blocks_; a walk's, in its spans_of)
+        const std::pair<int32_t, int32_t>*spans_begin, *spans_end;
+        struct Spans {
+            const std::pair<int32_t, int32_t>*b, *e;
+            const std::pair<int32_t, int32_t>* begin() const { return b; }
+            const std::pair<int32_t, int32_t>* end() const { return e; }
+        };
+        Spans spans() const { return {spans_begin, spans_end}; }
     };
     struct Item {
         int32_t state, acc;
@@ -92,6 +99,7 @@ private:
         std::vector<Group>* part;  // where the result is kept
         size_t nodes;              // trie nodes after the first byte (a bound on the work)
         std::vector<Group> groups;
+        std::vector<std::vector<std::pair<int32_t, int32_t>>> spans_of;  // per group (reused: only groups.size() are)
         std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
         FlatMap emit_id, group_of;
         // fronts (the hypotheses at a node), interned, with the byte classes known to bring
@@ -223,6 +231,10 @@ private:
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
     std::unordered_map<uint64_t, std::vector<Group>> parts_;
+    // the parts' groups' spans, in blocks that never move (one allocation for many parts)
+    std::vector<std::unique_ptr<std::pair<int32_t, int32_t>[]>> span_blocks_;
+    std::pair<int32_t, int32_t>* span_next_ = nullptr;  // the free pairs at the end of the last block
+    size_t span_room_ = 0;
     int32_t n_groups_ = 0;
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
     FlatMap emit_id_;

@@ -543,15 +543,17 @@ size_t LazyStore::prepare(int32_t q) {
             // the walk of the tokens after b from that hypothesis, memoised
             const uint64_t key = ((((uint64_t(uint32_t(nxt)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
                                  uint64_t(uint32_t(acc + 1));
-            auto [at, fresh] = parts_.try_emplace(key);
+            const auto [at, fresh] = part_at_.try_emplace(key, int32_t(parts_.size()));
+            if (fresh) parts_.emplace_back();
+            std::vector<Group>* part = &parts_[size_t(at)];
             if (fresh) {
                 if (walks_.size() <= n_walks) walks_.emplace_back();
                 Walk& w = walks_[n_walks++];
-                w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = &at->second;
+                w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = part;
                 w.nodes = size_t(trie_->subtree_end[trie_->first_child[b]] - trie_->first_child[b]);
                 walk_nodes += w.nodes;
             }
-            hyps_.push_back({lead, &at->second});
+            hyps_.push_back({lead, part});
         });
     }
     // the walks not done before: independent, so on the pool when they are many (the largest

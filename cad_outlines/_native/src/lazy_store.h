@@ -230,7 +230,8 @@ private:
     const int32_t* runs_of(int32_t state) const;  // null: two ways to go on
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
-    std::unordered_map<uint64_t, std::vector<Group>> parts_;
+    FlatMap part_at_;                         // (state, first byte, indentation) -> parts_ index
+    std::deque<std::vector<Group>> parts_;    // the walks' results (a deque: never moved)
     // the parts' groups' spans, in blocks that never move (one allocation for many parts)
     std::vector<std::unique_ptr<std::pair<int32_t, int32_t>[]>> span_blocks_;
     std::pair<int32_t, int32_t>* span_next_ = nullptr;  // the free pairs at the end of the last block

@@ -486,7 +486,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
 int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
     // a set of n tokens: sorted `ids` (sparse) or `words` (dense, n > dense_from)
     const size_t W = size_t(g_.n_words);
-    const uint64_t h = words ? fnv1a(words, W, FNV_OFFSET ^ n) : fnv1a(ids, n, FNV_OFFSET ^ n);
+    const uint64_t h = words ? hash_long(words, W, FNV_OFFSET ^ n) : hash_long(ids, n, FNV_OFFSET ^ n);
     auto [sid, fresh] = set_index_.find_or_add(h, [&](int32_t v) {
         if (size_t(s_len_[v]) != n || bool(s_kind_[v]) != bool(words)) return false;
         return words ? std::equal(words, words + W, s_words_.begin() + s_off_[v])

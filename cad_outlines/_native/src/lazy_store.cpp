@@ -643,7 +643,8 @@ void LazyStore::order_nodes() {
     std::sort(kids.begin(), kids.end(), [&](int32_t x, int32_t y) { return nodes_[x] < nodes_[y]; });
     for (int32_t v = 1; v < n_nodes; ++v) ++kid_off[nodes_[v].first + 1];
     for (int32_t v = 0; v < n_nodes; ++v) kid_off[v + 1] += kid_off[v];
-    std::vector<int32_t> stack{0};
+    auto& stack = stack_;
+    stack.assign(1, 0);
     for (int32_t r = 0; !stack.empty(); ++r) {
         const int32_t v = stack.back();
         stack.pop_back();
@@ -667,8 +668,10 @@ void LazyStore::compose(int32_t q) {
     std::sort(rows_.begin(), rows_.end(), [&](const Row& x, const Row& y) {
         return rank[x.node] != rank[y.node] ? rank[x.node] < rank[y.node] : x.ent < y.ent;
     });
-    std::vector<int32_t> row_from(size_t(n_nodes) + 1, int32_t(rows_.size()));
-    std::vector<const Group*> free_groups;
+    auto& row_from = row_from_;
+    auto& free_groups = free_groups_;
+    row_from.assign(size_t(n_nodes) + 1, int32_t(rows_.size()));
+    free_groups.clear();
     for (int32_t r = int32_t(rows_.size()); r-- > 0;) row_from[rows_[r].node] = r;
     for (Row& row : rows_) {
         const int32_t ent = row.ent;
@@ -688,7 +691,8 @@ void LazyStore::compose(int32_t q) {
     uncond_[q] = free_groups.empty() ? -1 : intern_union(free_groups);
     // 4. the trie, breadth-first, each node's children contiguous
     const int32_t base = int32_t(row_off_.size()) - 1;
-    std::vector<int32_t> order{0};
+    auto& order = order_;
+    order.assign(1, 0);
     for (size_t k = 0; k < order.size(); ++k) {
         const int32_t v = order[k];
         for (int32_t r = row_from[v]; r < int32_t(rows_.size()) && rows_[r].node == v; ++r) {

@@ -267,6 +267,8 @@ private:
     std::vector<int32_t> by_size_;  // walks, the largest first
     std::vector<int32_t> local_;    // a walk's eid -> the store's
     std::vector<int32_t> kids_, kid_off_, rank_;  // order_nodes
+    std::vector<int32_t> stack_, row_from_, order_;  // order_nodes' stack; compose's rows by node, nodes breadth first
+    std::vector<const Group*> free_groups_;          // compose's groups of no parser question
 };
 
 }  // namespace cad

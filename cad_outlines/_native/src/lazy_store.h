@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "flat_map.h"
@@ -75,7 +74,8 @@ private:
         int32_t end;   // automaton state the token ends in
         int32_t eid;   // labels emitted after the first byte (interned sequence)
         int32_t id;    // numbered over all parts: unions are remembered by their groups' ids
-        // its tokens: ranges of the trie's tok_ids (in the store's span_blocks_; a walk's, in its spans_of)
+        // its tokens: ranges of the trie's tok_ids, in the store's span_blocks_ (set by keep: while
+        // a walk runs, they are in its spans_of)
         const std::pair<int32_t, int32_t>*spans_begin, *spans_end;
         struct Spans {
             const std::pair<int32_t, int32_t>*b, *e;

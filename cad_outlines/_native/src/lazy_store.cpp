@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <tuple>
+#include <unordered_map>
 
 #include "batch.h"
 #include "hash.h"
@@ -45,6 +45,12 @@ LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const Voca
     int fill[64];
     std::copy(class_off_, class_off_ + 64, fill);
     for (int c = 0; c < 256; ++c) class_bytes_[fill[__builtin_ctzll(class_of_[c])]++] = uint8_t(c);
+    for (int c = 256; c-- > 0;) rep_[a_.cls[size_t(c)]] = c;
+    for (int c = 0; c < 256; ++c) {
+        const int k = a_.cls[size_t(c)];
+        cls_bits_[k] |= class_of_[c];
+        if (c == 0 || k != a_.cls[size_t(c - 1)]) cls_runs_.push_back({c, k});
+    }
     emitted_.push_back({-1, -1});
     root_.assign(g.n_configs(), -1);
     uncond_.assign(g.n_configs(), -1);
@@ -88,9 +94,9 @@ uint64_t LazyStore::stays(int32_t state) const {
     uint64_t known = stays_[state].load(std::memory_order_relaxed);
     if (known) return known;
     uint64_t out = a_.in_nl[state] ? 0 : ~STAYS_KNOWN;
-    for (int c = 0; c < 256 && out; ++c) {
-        const int64_t k = a_.at(state, c), e = a_.ptr[k];
-        if (a_.ptr[k + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~class_of_[c];
+    for (int c = 0; c < a_.n_classes && out; ++c) {  // by the automaton's classes: their bytes have the same edges
+        const int64_t k = int64_t(state) * a_.n_classes + c, e = a_.ptr[k];
+        if (a_.ptr[k + 1] != e + 1 || a_.nxt[e] != state || a_.lab[e] >= 0 || a_.ends_nl[e]) out &= ~cls_bits_[c];
     }
     out |= STAYS_KNOWN;
     stays_[state].store(out, std::memory_order_relaxed);
@@ -181,7 +187,11 @@ int32_t LazyStore::next_front(Walk& w, int32_t f, int c) const {
 int32_t LazyStore::group_index(Walk& w, int32_t state, int32_t eid) const {
     auto [group, fresh] = w.group_of.try_emplace((uint64_t(uint32_t(state)) << 32) | uint32_t(eid),
                                                  int32_t(w.groups.size()));
-    if (fresh) w.groups.push_back(Group{state, eid, -1, {}});
+    if (fresh) {
+        w.groups.push_back(Group{state, eid, -1, nullptr, nullptr});
+        if (w.spans_of.size() < w.groups.size()) w.spans_of.emplace_back();
+        w.spans_of[size_t(group)].clear();
+    }
     return group;
 }
 
@@ -192,7 +202,7 @@ void LazyStore::record(Walk& w, int32_t t0, int32_t t1, int32_t f) const {
     for (int32_t n = 0; n < w.fronts[f].len; ++n) {
         Item& it = w.front_items[size_t(w.fronts[f].off + n)];
         if (it.group < 0) it.group = group_index(w, it.state, it.eid);
-        auto& spans = w.groups[it.group].spans;
+        auto& spans = w.spans_of[size_t(it.group)];
         if (!spans.empty() && spans.back().second == t0)
             spans.back().second = t1;
         else
@@ -278,64 +288,82 @@ bool LazyStore::region_edge(int32_t s, int64_t e, int c) const {
 // at most this many states in a shared region (its signature is 512 bytes a state; int8 states)
 constexpr size_t MAX_REGION = 64;
 
-int32_t LazyStore::make_region(int32_t s) const {
-    // s's lexeme states, breadth first over bytes 0 .. 255 (the canonical numbering), each as its
-    // runs of bytes with the same (next state, exit) (shared_walks.h: SharedWalks::region)
-    std::vector<int32_t> states{s}, key;
-    FlatMap local;
-    local.try_emplace(uint64_t(uint32_t(s)), 0);
-    int32_t cls_tgt[256], cls_local[256];
-    uint8_t cls_exit[256];
-    int rep[256];  // a byte of each class
-    for (int c = 256; c-- > 0;) rep[a_.cls[size_t(c)]] = c;
-    for (size_t r = 0; r < states.size(); ++r) {
-        const int32_t q = states[r];
+const int32_t* LazyStore::runs_of(int32_t q) const {
+    if (runs_at_.empty()) runs_at_.assign(g_.n_configs(), -1);
+    int32_t& at = runs_at_[size_t(q)];
+    if (at == -1) {
+        int32_t cls_tgt[256];
+        uint8_t cls_exit[256];
         for (int k = 0; k < a_.n_classes; ++k) {
             // an exit: this grammar has another edge here (the lexeme ends, another one starts)
             cls_tgt[k] = -1, cls_exit[k] = 0;
-            const int64_t at = int64_t(q) * a_.n_classes + k;
-            for (int64_t e = a_.ptr[at]; e < a_.ptr[at + 1]; ++e) {
-                if (!region_edge(q, e, rep[k])) {
+            const int64_t e0 = int64_t(q) * a_.n_classes + k;
+            for (int64_t e = a_.ptr[e0]; e < a_.ptr[e0 + 1]; ++e) {
+                if (!region_edge(q, e, rep_[k])) {
                     cls_exit[k] = 1;
                 } else if (cls_tgt[k] >= 0) {
-                    return -2;  // two ways to go on: not one lexeme's automaton
+                    return (at = -2), nullptr;  // two ways to go on: not one lexeme's automaton
                 } else {
                     cls_tgt[k] = a_.nxt[e];
                 }
             }
         }
-        const size_t runs = key.size();
-        key.push_back(0);
-        int32_t last = INT32_MIN;
-        for (int k = 0; k < a_.n_classes; ++k) cls_local[k] = INT32_MIN;
-        for (int c = 0; c < 256; ++c) {
-            const int k = a_.cls[size_t(c)];
-            if (cls_local[k] == INT32_MIN) {  // the class's first byte: its next state's number
-                cls_local[k] = -1;
-                if (cls_tgt[k] >= 0) {
-                    bool fresh;
-                    std::tie(cls_local[k], fresh) =
-                        local.try_emplace(uint64_t(uint32_t(cls_tgt[k])), int32_t(states.size()));
-                    if (fresh) {
-                        if (states.size() == MAX_REGION) return -2;
-                        states.push_back(cls_tgt[k]);
-                    }
+        at = int32_t(state_runs_.size());
+        state_runs_.push_back(0);
+        int32_t last_tgt = INT32_MIN, last_exit = -1;
+        for (auto [c, k] : cls_runs_)  // the bytes of a run of one class go the same way
+            if (cls_tgt[k] != last_tgt || cls_exit[k] != last_exit) {
+                last_tgt = cls_tgt[k], last_exit = cls_exit[k];
+                state_runs_.insert(state_runs_.end(), {c, last_tgt, last_exit});
+                ++state_runs_[size_t(at)];
+            }
+    }
+    return at >= 0 ? state_runs_.data() + at : nullptr;
+}
+
+int32_t LazyStore::make_region(int32_t s) const {
+    // s's lexeme states, breadth first over bytes 0 .. 255 (the canonical numbering), each as its
+    // runs of bytes with the same (next state, exit) (shared_walks.h: SharedWalks::region); the
+    // runs of a state with the same next state (and exit) are those with the same local number
+    auto& states = region_states_;
+    auto& key = region_key_;
+    auto& local = region_local_;
+    if (local.empty()) local.assign(g_.n_configs(), -1);
+    states.assign(1, s);
+    key.clear();
+    local[size_t(s)] = 0;
+    struct Reset {  // the scratch back to -1 whatever the outcome
+        std::vector<int32_t>& local;
+        const std::vector<int32_t>& states;
+        ~Reset() {
+            for (int32_t q : states) local[size_t(q)] = -1;
+        }
+    } reset{local, states};
+    for (size_t r = 0; r < states.size(); ++r) {
+        const int32_t* runs = runs_of(states[r]);
+        if (!runs) return -2;
+        key.push_back(runs[0]);
+        for (const int32_t* run = runs + 1; run < runs + 1 + 3 * runs[0]; run += 3) {
+            const int32_t c = run[0], tgt = run[1];
+            int32_t v = -1;
+            if (tgt >= 0) {
+                int32_t& at = local[size_t(tgt)];
+                if (at < 0) {
+                    if (states.size() == MAX_REGION) return -2;
+                    at = int32_t(states.size());
+                    states.push_back(tgt);
                 }
+                v = at;
             }
-            const int32_t v = cls_local[k] * 2 + cls_exit[k];
-            if (v != last) {
-                key.push_back(c);
-                key.push_back(v);
-                ++key[runs];
-                last = v;
-            }
+            key.push_back(c);
+            key.push_back(v * 2 + run[2]);
         }
     }
     const int32_t sig = trie_->shared->region(key, int32_t(states.size()));
     if (sig < 0) return -2;  // no room for another region
     Region& reg = regions_.emplace_back();
     reg.sig = sig;
-    reg.states = std::move(states);
+    reg.states = states;
     return int32_t(regions_.size()) - 1;
 }
 
@@ -357,7 +385,7 @@ bool LazyStore::delegate(Walk& w, int32_t node, int32_t f) const {
     // the tokens of the subtree by local end state
     for (size_t g = 0; g < sw->grp_state.size(); ++g) {
         const int32_t state = reg->states[size_t(sw->grp_state[g])];
-        auto& spans = w.groups[size_t(group_index(w, state, eid))].spans;
+        auto& spans = w.spans_of[size_t(group_index(w, state, eid))];
         spans.insert(spans.end(), sw->spans.begin() + sw->span_off[g], sw->spans.begin() + sw->span_off[g + 1]);
     }
     // where the lexeme may end: this grammar goes on from there, node by node
@@ -383,11 +411,25 @@ void LazyStore::keep(Walk& w) {
     local_.assign(w.emitted.size(), 0);
     for (size_t l = 1; l < w.emitted.size(); ++l)  // a parent's id is below its children's
         local_[l] = extend(local_[w.emitted[l].first], w.emitted[l].second);
-    for (Group& grp : w.groups) {
+    size_t n_spans = 0;
+    for (size_t g = 0; g < w.groups.size(); ++g) n_spans += w.spans_of[g].size();
+    if (n_spans > span_room_) {  // a new block, larger as the store grows
+        span_room_ = std::max(n_spans, size_t(1) << std::min<size_t>(16, 10 + span_blocks_.size()));
+        span_blocks_.emplace_back(new std::pair<int32_t, int32_t>[span_room_]);
+        span_next_ = span_blocks_.back().get();
+    }
+    std::pair<int32_t, int32_t>* at = span_next_;
+    w.part->assign(w.groups.begin(), w.groups.end());
+    for (size_t g = 0; g < w.groups.size(); ++g) {
+        Group& grp = (*w.part)[g];
         grp.eid = local_[grp.eid];
         grp.id = n_groups_++;
+        grp.spans_begin = at;
+        at = std::copy(w.spans_of[g].begin(), w.spans_of[g].end(), at);
+        grp.spans_end = at;
     }
-    *w.part = std::move(w.groups);
+    span_next_ = at;
+    span_room_ -= n_spans;
     walked_ += w.walked;
 }
 
@@ -410,12 +452,12 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     size_t total = 0;
     const int32_t* tok = trie_->tok_ids.data();
     for (const Group* grp : groups)
-        for (auto [t0, t1] : grp->spans) total += size_t(t1 - t0);
+        for (auto [t0, t1] : grp->spans()) total += size_t(t1 - t0);
     ids_.clear();
     int32_t sid;
     if (total <= SORT_MAX) {  // few tokens: sort them
         for (const Group* grp : groups)
-            for (auto [t0, t1] : grp->spans) ids_.insert(ids_.end(), tok + t0, tok + t1);
+            for (auto [t0, t1] : grp->spans()) ids_.insert(ids_.end(), tok + t0, tok + t1);
         std::sort(ids_.begin(), ids_.end());
         ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
         if (ids_.size() <= dense_from) return union_sid_.back() = intern(ids_.data(), ids_.size(), nullptr);
@@ -427,7 +469,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
     } else {
         uint32_t* words = words_.data();
         for (const Group* grp : groups)
-            for (auto [t0, t1] : grp->spans)
+            for (auto [t0, t1] : grp->spans())
                 for (const int32_t* x = tok + t0; x < tok + t1; ++x) words[*x >> 5] |= 1u << (*x & 31);
         for (size_t i = 0; i < W; ++i) count += popcount32(words[i]);
     }
@@ -445,7 +487,7 @@ int32_t LazyStore::intern_union(const std::vector<const Group*>& groups) {
 int32_t LazyStore::intern(const int32_t* ids, size_t n, const uint32_t* words) {
     // a set of n tokens: sorted `ids` (sparse) or `words` (dense, n > dense_from)
     const size_t W = size_t(g_.n_words);
-    const uint64_t h = words ? fnv1a(words, W, FNV_OFFSET ^ n) : fnv1a(ids, n, FNV_OFFSET ^ n);
+    const uint64_t h = words ? hash_long(words, W, FNV_OFFSET ^ n) : hash_long(ids, n, FNV_OFFSET ^ n);
     auto [sid, fresh] = set_index_.find_or_add(h, [&](int32_t v) {
         if (size_t(s_len_[v]) != n || bool(s_kind_[v]) != bool(words)) return false;
         return words ? std::equal(words, words + W, s_words_.begin() + s_off_[v])
@@ -502,15 +544,17 @@ size_t LazyStore::prepare(int32_t q) {
             // the walk of the tokens after b from that hypothesis, memoised
             const uint64_t key = ((((uint64_t(uint32_t(nxt)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
                                  uint64_t(uint32_t(acc + 1));
-            auto [at, fresh] = parts_.try_emplace(key);
+            const auto [at, fresh] = part_at_.try_emplace(key, int32_t(parts_.size()));
+            if (fresh) parts_.emplace_back();
+            std::vector<Group>* part = &parts_[size_t(at)];
             if (fresh) {
                 if (walks_.size() <= n_walks) walks_.emplace_back();
                 Walk& w = walks_[n_walks++];
-                w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = &at->second;
+                w.state = nxt, w.acc = acc, w.absolute = absolute, w.first_byte = b, w.part = part;
                 w.nodes = size_t(trie_->subtree_end[trie_->first_child[b]] - trie_->first_child[b]);
                 walk_nodes += w.nodes;
             }
-            hyps_.push_back({lead, &at->second});
+            hyps_.push_back({lead, part});
         });
     }
     // the walks not done before: independent, so on the pool when they are many (the largest
@@ -600,7 +644,8 @@ void LazyStore::order_nodes() {
     std::sort(kids.begin(), kids.end(), [&](int32_t x, int32_t y) { return nodes_[x] < nodes_[y]; });
     for (int32_t v = 1; v < n_nodes; ++v) ++kid_off[nodes_[v].first + 1];
     for (int32_t v = 0; v < n_nodes; ++v) kid_off[v + 1] += kid_off[v];
-    std::vector<int32_t> stack{0};
+    auto& stack = stack_;
+    stack.assign(1, 0);
     for (int32_t r = 0; !stack.empty(); ++r) {
         const int32_t v = stack.back();
         stack.pop_back();
@@ -624,8 +669,10 @@ void LazyStore::compose(int32_t q) {
     std::sort(rows_.begin(), rows_.end(), [&](const Row& x, const Row& y) {
         return rank[x.node] != rank[y.node] ? rank[x.node] < rank[y.node] : x.ent < y.ent;
     });
-    std::vector<int32_t> row_from(size_t(n_nodes) + 1, int32_t(rows_.size()));
-    std::vector<const Group*> free_groups;
+    auto& row_from = row_from_;
+    auto& free_groups = free_groups_;
+    row_from.assign(size_t(n_nodes) + 1, int32_t(rows_.size()));
+    free_groups.clear();
     for (int32_t r = int32_t(rows_.size()); r-- > 0;) row_from[rows_[r].node] = r;
     for (Row& row : rows_) {
         const int32_t ent = row.ent;
@@ -645,7 +692,8 @@ void LazyStore::compose(int32_t q) {
     uncond_[q] = free_groups.empty() ? -1 : intern_union(free_groups);
     // 4. the trie, breadth-first, each node's children contiguous
     const int32_t base = int32_t(row_off_.size()) - 1;
-    std::vector<int32_t> order{0};
+    auto& order = order_;
+    order.assign(1, 0);
     for (size_t k = 0; k < order.size(); ++k) {
         const int32_t v = order[k];
         for (int32_t r = row_from[v]; r < int32_t(rows_.size()) && rows_[r].node == v; ++r) {

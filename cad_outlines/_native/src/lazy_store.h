@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "flat_map.h"
@@ -75,7 +74,15 @@ private:
         int32_t end;   // automaton state the token ends in
         int32_t eid;   // labels emitted after the first byte (interned sequence)
         int32_t id;    // numbered over all parts: unions are remembered by their groups' ids
-        std::vector<std::pair<int32_t, int32_t>> spans;  // its tokens: ranges of the trie's tok_ids
+        // its tokens: ranges of the trie's tok_ids, in the store's span_blocks_ (set by keep: while
+        // a walk runs, they are in its spans_of)
+        const std::pair<int32_t, int32_t>*spans_begin, *spans_end;
+        struct Spans {
+            const std::pair<int32_t, int32_t>*b, *e;
+            const std::pair<int32_t, int32_t>* begin() const { return b; }
+            const std::pair<int32_t, int32_t>* end() const { return e; }
+        };
+        Spans spans() const { return {spans_begin, spans_end}; }
     };
     struct Item {
         int32_t state, acc;
@@ -92,6 +99,7 @@ private:
         std::vector<Group>* part;  // where the result is kept
         size_t nodes;              // trie nodes after the first byte (a bound on the work)
         std::vector<Group> groups;
+        std::vector<std::vector<std::pair<int32_t, int32_t>>> spans_of;  // per group (reused: only groups.size() are)
         std::vector<std::pair<int32_t, int32_t>> emitted;  // local eid -> (parent, label)
         FlatMap emit_id, group_of;
         // fronts (the hypotheses at a node), interned, with the byte classes known to bring
@@ -208,9 +216,26 @@ private:
     mutable std::vector<int32_t> region_at_;            // per state: regions_ index, -1 unknown, -2 none
     mutable std::deque<Region> regions_;
     uint64_t class_of_[256];                            // byte_class of each byte
+    // the automaton's byte classes: a byte of each, the byte_class bits of its bytes, and the
+    // runs of consecutive bytes in one class (first byte, class), in byte order
+    int rep_[256];
+    uint64_t cls_bits_[256] = {};
+    std::vector<std::pair<int, int>> cls_runs_;
+    // make_region's scratch (under region_mu_): per state its local number (-1: none)
+    mutable std::vector<int32_t> region_local_, region_states_, region_key_;
+    // per state (under region_mu_), its lexeme's runs of bytes with the same (next state, exit) as
+    // state_runs_[at]: their count, then (first byte, next state or -1, exit) each; at -1: not
+    // known yet, -2: two ways to go on (in no region)
+    mutable std::vector<int32_t> runs_at_, state_runs_;
+    const int32_t* runs_of(int32_t state) const;  // null: two ways to go on
     int class_off_[65] = {};                            // the bytes of each class: class_bytes_[off ..]
     uint8_t class_bytes_[256];
-    std::unordered_map<uint64_t, std::vector<Group>> parts_;
+    FlatMap part_at_;                         // (state, first byte, indentation) -> parts_ index
+    std::deque<std::vector<Group>> parts_;    // the walks' results (a deque: never moved)
+    // the parts' groups' spans, in blocks that never move (one allocation for many parts)
+    std::vector<std::unique_ptr<std::pair<int32_t, int32_t>[]>> span_blocks_;
+    std::pair<int32_t, int32_t>* span_next_ = nullptr;  // the free pairs at the end of the last block
+    size_t span_room_ = 0;
     int32_t n_groups_ = 0;
     std::vector<std::pair<int32_t, int32_t>> emitted_;  // eid -> (parent eid, label); 0 = empty
     FlatMap emit_id_;
@@ -242,6 +267,8 @@ private:
     std::vector<int32_t> by_size_;  // walks, the largest first
     std::vector<int32_t> local_;    // a walk's eid -> the store's
     std::vector<int32_t> kids_, kid_off_, rank_;  // order_nodes
+    std::vector<int32_t> stack_, row_from_, order_;  // order_nodes' stack; compose's rows by node, nodes breadth first
+    std::vector<const Group*> free_groups_;          // compose's groups of no parser question
 };
 
 }  // namespace cad

@@ -102,10 +102,10 @@ static uint64_t walk_key(int32_t sig, int32_t node) { return uint64_t(uint32_t(s
 
 std::shared_ptr<const SharedWalk> SharedWalks::find(int32_t sig, int32_t node) const {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = walks_.find(walk_key(sig, node));
-    if (it == walks_.end()) return nullptr;
+    const int32_t at = walk_at_.find(walk_key(sig, node));
+    if (at < 0) return nullptr;
     ++n_found;
-    return it->second;
+    return walks_[size_t(at)];
 }
 
 std::pair<std::shared_ptr<const SharedWalk>, bool> SharedWalks::walk(const VocabTrie& t, int32_t sig, int32_t node) {
@@ -115,19 +115,24 @@ std::pair<std::shared_ptr<const SharedWalk>, bool> SharedWalks::walk(const Vocab
     std::lock_guard<std::mutex> lk(mu_);
     if (made->bytes() > budget) return {made, true};  // used, not kept
     if (bytes_ + made->bytes() > budget) {  // full: a new generation (walks in use stay alive in their users)
+        walk_at_.clear();
         walks_.clear();
         bytes_ = 0;
         ++n_flushes;
     }
-    auto [it, fresh] = walks_.try_emplace(walk_key(sig, node), made);
-    if (fresh) bytes_ += made->bytes();
-    return {it->second, true};
+    auto [at, fresh] = walk_at_.try_emplace(walk_key(sig, node), int32_t(walks_.size()));
+    if (fresh) {
+        walks_.push_back(made);
+        bytes_ += made->bytes();
+    }
+    return {walks_[size_t(at)], true};
 }
 
 void SharedWalks::set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
 
 void SharedWalks::clear() {
     std::lock_guard<std::mutex> lk(mu_);
+    walk_at_.clear();
     walks_.clear();
     bytes_ = 0;
     n_made = n_found = n_flushes = 0;

@@ -19,7 +19,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -85,7 +84,8 @@ private:
     mutable std::mutex mu_;
     std::deque<RegionSig> sigs_;
     InternIndex sig_index_;
-    std::unordered_map<uint64_t, std::shared_ptr<const SharedWalk>> walks_;  // sig << 32 | node
+    FlatMap walk_at_;                                       // sig << 32 | node -> walks_ index
+    std::vector<std::shared_ptr<const SharedWalk>> walks_;  // the kept walks
     size_t bytes_ = 0, region_bytes_ = 0;
     std::atomic<bool> enabled_{true};
 };

@@ -179,28 +179,35 @@ def run(args) -> int:
     return 0
 
 
-def _our_masker(grammar, batch: int):
-    """Our matchers in the loop as the Outlines processor runs them (without needing Outlines installed): each
-    row advanced by its last sampled token, the batch's masks filled in one native call, applied to the logits."""
+def _bitmask_masker(advance_row, fill, bitmask):
+    """A masker for :func:`decode`: from the second step on, row i advanced by its last sampled token
+    (``advance_row(i, token)``), then the batch's `bitmask` filled (``fill()``) and applied to the logits."""
     from cad_outlines.decoding.logits import apply_token_bitmask_inplace
-    from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
 
-    matchers = [Matcher(grammar) for _ in range(batch)]
-    bitmask = allocate_token_bitmask(batch, grammar.vocab_size)
     first = [True]
 
     def masker(ids, logits):
         if not first[0]:
-            for i, m in enumerate(matchers):
-                if not m.is_finished():
-                    m.advance(int(ids[i, -1]))
+            for i in range(ids.shape[0]):
+                advance_row(i, int(ids[i, -1]))
         first[0] = False
-        fill_next_token_bitmask_batch(matchers, bitmask)
+        fill()
         out = logits.clone()
         apply_token_bitmask_inplace(out, bitmask)
         return out
 
     return masker
+
+
+def _our_masker(grammar, batch: int):
+    """Our matchers in the loop as the Outlines processor runs them (without needing Outlines installed): each
+    row advanced by its last sampled token, the batch's masks filled in one native call, applied to the logits."""
+    from cad_outlines.engine.matcher import Matcher, allocate_token_bitmask, fill_next_token_bitmask_batch
+
+    matchers = [Matcher(grammar) for _ in range(batch)]
+    bitmask = allocate_token_bitmask(batch, grammar.vocab_size)
+    return _bitmask_masker(lambda i, t: matchers[i].is_finished() or matchers[i].advance(t),
+                           lambda: fill_next_token_bitmask_batch(matchers, bitmask), bitmask)
 
 
 def _llguidance_run(model, hf, gpath, prompt_ids, batch, args, vocab_size, eos) -> dict | None:
@@ -212,26 +219,15 @@ def _llguidance_run(model, hf, gpath, prompt_ids, batch, args, vocab_size, eos) 
     except ImportError:
         return None
 
-    from cad_outlines.decoding.logits import apply_token_bitmask_inplace
-
     tok = llguidance.hf.from_tokenizer(hf, n_vocab=vocab_size)
     grammar = llguidance.grammar_from("lark", gpath.read_text())
     matchers = [llguidance.LLMatcher(tok, grammar) for _ in range(batch)]
     bitmask = llguidance.numpy.allocate_token_bitmask(batch, vocab_size)
     pool = llguidance.LLExecutor()
-    first = [True]
-
-    def masker(ids, logits):
-        if not first[0]:
-            for i, m in enumerate(matchers):
-                if not m.is_stopped():
-                    m.consume_token(int(ids[i, -1]))
-        first[0] = False
-        llguidance.numpy.fill_next_token_bitmask_par(pool, [(m, i) for i, m in enumerate(matchers)], bitmask)
-        out = logits.clone()
-        apply_token_bitmask_inplace(out, bitmask)
-        return out
-
+    masker = _bitmask_masker(
+        lambda i, t: matchers[i].is_stopped() or matchers[i].consume_token(t),
+        lambda: llguidance.numpy.fill_next_token_bitmask_par(pool, [(m, i) for i, m in enumerate(matchers)], bitmask),
+        bitmask)
     r = decode(model, prompt_ids, batch, args.steps, args.device, masker, eos)
     r.update(engine=f"llguidance {llguidance.__version__ if hasattr(llguidance, '__version__') else ''}".strip(),
              grammar="json", batch=batch)

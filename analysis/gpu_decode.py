@@ -137,8 +137,8 @@ def run(args) -> int:
     model = _model(args, vocab_size)
     results = []
     runs = [(g, *GRAMMARS[g]) for g in args.grammars.split(",") if g]
-    runs += [(f"schema {Path(s).stem}", s, None, "A JSON object, as the schema asks:\n") for s in args.schemas.split(",")
-             if s]
+    runs += [(f"schema {Path(s).stem}", s, None, "A JSON object, as the schema asks:\n")
+             for s in args.schemas.split(",") if s]
     for gname, spec, start, prompt in runs:
         if gname.startswith("schema "):
             gpath = None
@@ -166,14 +166,15 @@ def run(args) -> int:
     hidden, layers, *_ = CONFIGS[args.model]
     body = (f"Model: random-weight {args.model} shape ({args.layers or layers} layers, hidden {hidden}), "
             f"{args.dtype}, on {dev}; torch {torch.__version__}. Each step: forward (one token per sequence, KV "
-            "cache), masks (our matchers as the Outlines processor runs them: the batch's masks in one native call + applying them), "
+            "cache), masks (our matchers as the Outlines processor runs them: the batch's masks in one native call "
+            "+ applying them), "
             "sampling. Means over the steps after the first.\n\n"
             + markdown_table(["engine", "grammar", "batch", "steps", "forward ms", "masks ms", "masks p99 ms",
                               "sampling ms", "masks share of step"], rows))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1))
-    cmd = (f"python -m cad_outlines.cli study gpu-decode --model {args.model} --steps {args.steps} --batches {args.batches}"
-           f" --grammars '{args.grammars}'" + (f" --schemas {args.schemas}" if args.schemas else ""))
+    cmd = (f"python -m cad_outlines.cli study gpu-decode --model {args.model} --steps {args.steps} "
+           f"--batches {args.batches} --grammars '{args.grammars}'" + (f" --schemas {args.schemas}" if args.schemas else ""))
     path = write_report(Path(args.out_dir), "gpu_decode", "Grammar masks inside a real decode loop", body, cmd)
     print(f"wrote {path}")
     return 0

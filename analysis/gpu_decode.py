@@ -174,7 +174,8 @@ def run(args) -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1))
     cmd = (f"python -m cad_outlines.cli study gpu-decode --model {args.model} --steps {args.steps} "
-           f"--batches {args.batches} --grammars '{args.grammars}'" + (f" --schemas {args.schemas}" if args.schemas else ""))
+           f"--batches {args.batches} --grammars '{args.grammars}'"
+           + (f" --schemas {args.schemas}" if args.schemas else ""))
     path = write_report(Path(args.out_dir), "gpu_decode", "Grammar masks inside a real decode loop", body, cmd)
     print(f"wrote {path}")
     return 0

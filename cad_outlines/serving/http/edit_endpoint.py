@@ -38,7 +38,7 @@ from ...decoding.results import EditEvent
 from ...edits.formats import EDIT_FORMATS, StrReplace
 from ...edits.program import Copy, Gen
 from ...errors import RequestError
-from ..limits import server_limits
+from ..limits import server_limits, serving_logger
 
 __all__ = ["EDIT_ROUTE", "EditEndpointPlugin", "EditJob", "EditService", "edit_router", "parse_edit_body"]
 
@@ -200,13 +200,20 @@ class EditService:
         """The edit's NDJSON lines. Leaving early (a client disconnect) aborts its request."""
         from ..editing.edit_run import astream_edits
 
+        done = False
         try:
             async for _, event in astream_edits(self.editor.backend, [edit]):
                 yield (json.dumps(event_line(event)) + "\n").encode("utf-8")
+            done = True
         except Exception as e:  # the stream has begun: the error is its last line (ServingError: the engine's word)
+            done = True
             log.error("cad_outlines edit failed: %s: %s", type(e).__name__, e)
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             yield (json.dumps({"event": "error", "message": message}) + "\n").encode("utf-8")
+        finally:
+            if not done:  # cancelled or closed mid-stream: the client left, and astream_edits aborted the requests
+                serving_logger().info("cad_outlines edit left before its end (the client disconnected): its requests "
+                                      "are aborted")
 
 
 def _error(message: str, status: int):

@@ -44,13 +44,13 @@ def run(args) -> int:
     from cad_outlines.limits import Limits
 
     from .maskbench import _category
-    from .schema_test_suite import byte_vocabulary
+    from cad_outlines.engine.vocabulary import Vocabulary
 
     root = Path(args.jsb)
     corpora = [("MaskBench", sorted((root / "maskbench" / "data").glob("*.json")), True)]
     if args.jsb_data:
         corpora.append(("JSONSchemaBench", sorted((root / "data").glob("*/*.json")), False))
-    vocab = byte_vocabulary()
+    vocab = Vocabulary.of_bytes()
     sections = []
     started = time.perf_counter()
     for corpus, files, wrapped in corpora:

@@ -49,14 +49,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
 
 
-def byte_vocabulary():
-    """The 256 bytes and an EOS: a vocabulary whose tokens are bytes, so a text's tokens are its bytes."""
-    from cad_outlines.engine.vocabulary import Vocabulary
-
-    return Vocabulary(token_bytes=tuple(bytes([b]) for b in range(256)) + (b"",), special_ids=frozenset({256}),
-                      eos_token_ids=(256,), tokenizer_size=257, scheme="byte_level")
-
-
 def accepts(grammar, text: str) -> bool:
     """Whether `text` (UTF-8, byte by byte) is a whole value of `grammar`'s language."""
     from cad_outlines.engine.matcher import Matcher
@@ -131,8 +123,10 @@ def check_group(group: dict, draft_uri: str, vocab, timeout: float) -> dict:
 def run(args) -> int:
     from tqdm import tqdm
 
+    from cad_outlines.engine.vocabulary import Vocabulary
+
     suite = Path(args.suite) / "tests"
-    vocab = byte_vocabulary()
+    vocab = Vocabulary.of_bytes()
     sections = []
     for draft in [d for d in args.drafts.split(",") if d]:
         folders = [("", suite / draft)] + ([("optional/", suite / draft / "optional")] if args.optional else [])

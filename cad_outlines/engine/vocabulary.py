@@ -94,6 +94,9 @@ def _byte_level_table() -> dict[int, str]:
     return table
 
 
+_BYTES: Vocabulary | None = None  # Vocabulary.of_bytes()
+
+
 @dataclass(frozen=True, eq=False)
 class Vocabulary:
     """Bytes of every token id of a model's output layer.
@@ -123,6 +126,16 @@ class Vocabulary:
             raise ValueError("special ids must map to b''")
 
     # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def of_bytes(cls) -> Vocabulary:
+        """The 256 bytes, then an EOS (id 256): a text's tokens are its bytes, so a grammar compiled for it
+        checks its language with almost none of a real vocabulary's work (one per process)."""
+        global _BYTES
+        if _BYTES is None:
+            _BYTES = cls(token_bytes=tuple(bytes([b]) for b in range(256)) + (b"",), special_ids=frozenset({256}),
+                         eos_token_ids=(256,), tokenizer_size=257, scheme="byte_level")
+        return _BYTES
 
     @classmethod
     def from_tokenizer(

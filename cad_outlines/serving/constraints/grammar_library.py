@@ -139,9 +139,6 @@ def _check_loads(source, start) -> None:
         validate_grammar(source, start=start)
 
 
-_BYTES_VOCAB: list[Vocabulary] = []
-
-
 def _whitespace(spec: GrammarSpec) -> dict:
     """`compile_json_schema`'s whitespace argument for a schema spec (none: the front end's default)."""
     return {} if spec.whitespace is None else {"whitespace": spec.whitespace}
@@ -150,11 +147,7 @@ def _whitespace(spec: GrammarSpec) -> dict:
 def _check_schema(schema: str, **whitespace) -> None:
     """A JSON Schema compiled, lazily and uncached, for a vocabulary of the 256 bytes: what the front end
     checks (keywords, terminals, parse tables) with almost none of the vocabulary's work."""
-    if not _BYTES_VOCAB:
-        _BYTES_VOCAB.append(Vocabulary(token_bytes=tuple(bytes([b]) for b in range(256)) + (b"",),
-                                       special_ids=frozenset({256}), eos_token_ids=(256,), tokenizer_size=257,
-                                       scheme="byte_level"))
-    compile_json_schema(schema, _BYTES_VOCAB[0], lazy=True, cache=False, progress=False,
+    compile_json_schema(schema, Vocabulary.of_bytes(), lazy=True, cache=False, progress=False,
                         limits=server_limits().compile, **whitespace)
 
 

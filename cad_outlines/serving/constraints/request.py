@@ -39,6 +39,7 @@ from ...errors import RequestError
 __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 
 PREFIX = "cad_"
+_WHITESPACE_NOT_LARK = "cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)"
 _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_n_lines", "cad_monotonic",
     "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
@@ -58,7 +59,7 @@ class GrammarSpec:
 
     def __post_init__(self):
         if self.whitespace is not None and self.schema is None:
-            raise RequestError("cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)")
+            raise RequestError(_WHITESPACE_NOT_LARK)
 
     @property
     def key(self) -> str:
@@ -167,7 +168,7 @@ class ConstraintRequest:
                 raise RequestError("cad_start belongs to a Lark grammar, not to cad_json_schema")
             grammar = GrammarSpec(schema=schema, whitespace=mine.get("cad_whitespace"))
         elif "cad_whitespace" in mine:
-            raise RequestError("cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)")
+            raise RequestError(_WHITESPACE_NOT_LARK)
         elif name is not None or text is not None:
             grammar = GrammarSpec(name=name, text=text, start=mine.get("cad_start"))
         elif "cad_start" in mine:

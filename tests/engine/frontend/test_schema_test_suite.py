@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from analysis.schema_test_suite import DRAFTS, byte_vocabulary, check_group
+from analysis.schema_test_suite import DRAFTS, check_group
+from cad_outlines.engine.vocabulary import Vocabulary
 
 SUITE = Path(__file__).parent / "json_schema_test_suite"
 
 
 @pytest.fixture(scope="module")
 def vocab():
-    return byte_vocabulary()
+    return Vocabulary.of_bytes()
 
 
 @pytest.mark.parametrize("draft", ["draft2020-12", "draft7", "draft4"])

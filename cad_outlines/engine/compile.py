@@ -492,8 +492,8 @@ def _depth(x) -> int:
 
 
 def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outlines", coerce_one_of: bool = False,
-                        lazy: bool = True, cache: bool | str | Path = True, progress: bool | None = None,
-                        streamline: bool = True, profile: CompileProfile | None = None,
+                        property_order: str = "declared", lazy: bool = True, cache: bool | str | Path = True,
+                        progress: bool | None = None, streamline: bool = True, profile: CompileProfile | None = None,
                         limits: Limits | None = None) -> CompiledGrammar:
     """Compile a JSON Schema (a dict, its JSON text, or a ``.json`` file) for a vocabulary.
 
@@ -503,8 +503,11 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
     - `whitespace`: ``"outlines"`` (default: an optional space around ``{ } [ ] , :``, as Outlines),
       ``"flexible"`` (any JSON whitespace there, as llguidance), ``"compact"`` (none), or a regex
       matched at each of those places; never before or after the whole value;
-    - property order: declared ``properties`` in schema order (as Outlines, llguidance and
-      MaskBench), then additional or pattern properties in any order;
+    - `property_order`: ``"declared"`` (default: an object's declared ``properties`` in schema
+      order, as Outlines and llguidance, then additional or pattern properties in any order) or
+      ``"any"`` (keys in any order; a key may repeat, each value checked, as JSON parsers keep the
+      last; required names are tracked in 2**r parser states, so an object whose states take over
+      4,096 moves keeps its declared order, with a ``SchemaOrderWarning``);
     - `coerce_one_of`: treat a ``oneOf`` whose branches may overlap as ``anyOf`` (else refused);
     - `lazy` (default True): rows built on first use (:func:`compile_grammar`'s ``lazy``); False
       builds and streamlines the whole store.
@@ -523,7 +526,8 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
         text = json.dumps(schema, ensure_ascii=False)  # key order kept: properties are written in schema order
         check_limit("max_grammar_bytes", len(text.encode("utf-8", "surrogatepass")), "JSON Schema")
         h = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
-        h.update(repr((whitespace, coerce_one_of, streamline and not lazy, vocab.content_hash, _library_version(),
+        h.update(repr((whitespace, coerce_one_of, property_order, streamline and not lazy, vocab.content_hash,
+                       _library_version(),
                        SCHEMA_VERSION, STREAMLINE_VERSION, FLAT_VERSION)).encode())
         key = h.hexdigest()[:32]
         mkey = f"{key}:{'lazy' if lazy else 'eager'}"
@@ -546,7 +550,8 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             from .store.lexer import lexer_spec_from_dfas
 
             with prof.phase("lark load"):  # the schema's rules, written directly
-                sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of)
+                sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
+                                   property_order=property_order)
             spec = lexer = None
             if lazy:  # the lexer's arrays and byte automaton straight from the terminal DFAs
                 with prof.phase("lexer configurations"):

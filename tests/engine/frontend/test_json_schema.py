@@ -6,6 +6,7 @@ hostile schemas stop within the limits."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 from fractions import Fraction
@@ -184,6 +185,67 @@ def test_property_order_follows_the_schema(vocab):
     assert accepts(g, vocab, '{"a": 1, "b": 2}')
     assert not accepts(g, vocab, '{"b": 2, "a": 1}')  # documented departure: schema order
     assert accepts(g, vocab, '{"b": 2, "c": 3}')
+
+
+def _orders(value, limit: int = 24):
+    """`value` with its objects' keys in every order (nested objects too), at most `limit` of them."""
+    if isinstance(value, list):
+        out = [[]]
+        for x in value:
+            out = [a + [b] for a in out for b in _orders(x, limit)][:limit]
+        return out
+    if not isinstance(value, dict):
+        return [value]
+    out = []
+    for keys in itertools.permutations(value):
+        for vals in itertools.product(*(_orders(value[k], 4) for k in keys)):
+            out.append(dict(zip(keys, vals)))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def test_any_property_order_accepts_exactly_the_valid_instances_in_every_key_order(vocab):
+    """property_order="any": every case above, each instance in every order of its keys (unions of
+    objects, required names, pattern and additional properties, min/maxProperties, dependencies)."""
+    for schema, instances in CASES:
+        g = compile_json_schema(schema, vocab, cache=False, property_order="any")
+        for v in instances:
+            for w in _orders(v):
+                text = dump(w)
+                assert accepts(g, vocab, text) == valid(schema, w), (schema, text)
+
+
+def test_any_property_order_tracks_required_names_and_checks_repeated_keys(vocab):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {}},
+              "required": ["a", "b"], "additionalProperties": False}
+    g = compile_json_schema(schema, vocab, cache=False, property_order="any")
+    assert accepts(g, vocab, '{"b": "x", "c": 1, "a": 1}')
+    assert not accepts(g, vocab, '{"b": "x", "c": 1}')  # a is missing
+    assert not accepts(g, vocab, '{"b": "x", "b": "y"}')  # b twice is not a
+    assert accepts(g, vocab, '{"a": 1, "b": "x", "a": 2}')  # a key may repeat (documented; parsers keep the last)
+    assert not accepts(g, vocab, '{"a": 1, "b": "x", "a": "s"}')  # each value is checked
+    assert not accepts(g, vocab, '{"a": 1, "b": "x", "d": 1}')
+    declared = compile_json_schema(schema, vocab, cache=False)
+    assert not accepts(declared, vocab, '{"b": "x", "a": 1}')  # the default keeps the schema's order
+
+
+def test_any_property_order_keeps_the_declared_order_of_objects_with_many_required_names(vocab):
+    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
+
+    names = [f"p{i}" for i in range(10)]
+    schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"x": {}, "y": {}},
+                                                         "required": ["x", "y"]},
+                                               **{n: {"type": "integer"} for n in names}},
+              "required": names}
+    with pytest.warns(SchemaOrderWarning, match="11 properties .10 required. in any order"):
+        g = compile_json_schema(schema, vocab, cache=False, property_order="any")
+    inner = ", ".join(f'"{n}": 1' for n in names)
+    assert accepts(g, vocab, '{"small": {"y": 1, "x": 2}, ' + inner + "}")  # the small object: any order
+    swapped = ", ".join(f'"{n}": 1' for n in [names[1], names[0], *names[2:]])
+    assert not accepts(g, vocab, "{" + swapped + "}")  # the big one: declared order (narrower, never wider)
+    with pytest.raises(ValueError, match="property_order"):
+        compile_json_schema(schema, vocab, cache=False, property_order="sorted")
 
 
 def test_schemas_differing_only_in_property_order_each_keep_their_order(vocab, tmp_path):

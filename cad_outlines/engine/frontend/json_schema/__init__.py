@@ -7,7 +7,7 @@ the basic lexer, :mod:`.grammar` writes the rules. The compile driver is
 :func:`cad_outlines.engine.compile.compile_json_schema`.
 """
 
-from .grammar import WHITESPACE, SchemaGrammar, build_grammar
+from .grammar import PROPERTY_ORDERS, WHITESPACE, SchemaGrammar, SchemaOrderWarning, build_grammar
 from .schema import ANNOTATIONS
 
-__all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE", "ANNOTATIONS"]
+__all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE", "PROPERTY_ORDERS", "SchemaOrderWarning", "ANNOTATIONS"]

@@ -51,7 +51,7 @@ from .lexicon import Family, StrClass, key_dfa, punctuation
 from .numbers import NumberSpec
 from .schema import Basic, SchemaDoc, Sub, merge, once_per_sub
 
-__all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE"]
+__all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE", "PROPERTY_ORDERS", "SchemaOrderWarning"]
 
 WHITESPACE = {"outlines": "[ ]?", "flexible": r"[ \t\n\r]*", "compact": ""}
 _GENERIC = StrClass()
@@ -60,6 +60,12 @@ _TRUE = Sub(True, "")
 MAX_SPLIT = 10  # distinct value schemas one property's value is split by (2**n regions at most)
 MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes at most)
 MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
+MAX_ANY_ORDER_EDGES = 4096  # moves of one object's product in property_order="any" (else: declared order)
+PROPERTY_ORDERS = ("declared", "any")
+
+
+class SchemaOrderWarning(UserWarning):
+    """An object compiled in its declared property order although ``property_order="any"`` asked for any."""
 
 
 @dataclass
@@ -212,9 +218,10 @@ def _literal_basic(v, ptr: str) -> Basic:
 
 
 class _Builder:
-    def __init__(self, doc: SchemaDoc, ws: str):
+    def __init__(self, doc: SchemaDoc, ws: str, property_order: str = "declared"):
         self.doc = doc
         self.ws = ws
+        self.any_order = property_order == "any"
         self.rules: list[tuple[str, tuple]] = []  # (lhs, rhs); rhs items: names or ("atoms"/"key", ...) symbols
         self.memo: dict = {}
         self.keys = Family("key")
@@ -632,6 +639,10 @@ class _Uniform:
         return self.nt if label == self.label else None
 
 
+class _OverBudget(Exception):
+    """A product took more edges than its budget (an object in any property order: read it in order)."""
+
+
 class _Product:
     """A product over states (hashable), explored breadth-first, written as FIRST/REST rule chains:
     ``FIRST[s]`` is a non-empty member list from state s, ``REST[s]`` its continuation (a separator and
@@ -642,6 +653,7 @@ class _Product:
 
     open_: str
     close: str
+    edge_budget: int | None = None  # explore() raises _OverBudget past this many edges
 
     def __init__(self, b: _Builder, members: tuple[int, ...], forms: tuple, target: _Target | None):
         self.b, self.members, self.forms, self.t = b, members, forms, target
@@ -692,6 +704,8 @@ class _Product:
                 self.ends[k] = lab
             for syms, nxt in self.moves(st):
                 self.edges.append((k, syms, self.sid(nxt)))
+            if self.edge_budget is not None and len(self.edges) > self.edge_budget:
+                raise _OverBudget
             for nxt in self.skips(st):
                 self.skip_edges.append((k, self.sid(nxt)))
             k += 1
@@ -750,7 +764,14 @@ class _ObjectProduct(_Product):
     A union (monotone target) lets each leaf read in its own order: state ((position per leaf, -1 in
     the additional properties, -2 failed), count). Otherwise one merged order G for all: state
     (position in G, count, leaves that failed); a skipped property fails the leaves that require it,
-    and a failed leaf keeps reading (its verdict is known), so a value is failed only on its content."""
+    and a failed leaf keeps reading (its verdict is known), so a value is failed only on its content.
+
+    ``property_order="any"``: keys come in any order, state (required names seen, count, leaves that
+    failed); a leaf holds at the end if it saw all its required names. A key may come again (each
+    value checked against its schema; JSON parsers keep the last): tracking every name seen would take
+    2**n states for n names, the required ones alone take 2**r, each with a move per name: an object
+    whose product passes MAX_ANY_ORDER_EDGES moves keeps the declared order (narrower, never
+    wider), with a :class:`SchemaOrderWarning`."""
 
     open_, close, prefix = "LBRACE", "RBRACE", "obj"
     EXTRA, DEAD = -1, -2
@@ -769,6 +790,24 @@ class _ObjectProduct(_Product):
         self.K = max(bounds, default=0)
         self.req = {i: set(lf[i].b.required) for i in self.members}
         self.pos = {i: {n: j for j, n in enumerate(lf[i].names)} for i in self.members}
+        self.required = frozenset(n for i in self.members for n in self.req[i])
+        self.any_order = self.b.any_order
+        self.own_declared = self.own
+        if self.any_order:
+            self.own = False  # no order to read in: one merged state for every leaf
+            self.edge_budget = MAX_ANY_ORDER_EDGES
+
+    def explore(self) -> None:
+        try:
+            super().explore()
+        except _OverBudget:
+            ptr = self.lf[self.members[0]].b.pointer if self.members else ""
+            warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
+                          f"required) in any order take over {MAX_ANY_ORDER_EDGES} moves between parser states; "
+                          "this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
+            self.any_order, self.own, self.edge_budget = False, self.own_declared, None
+            self.ids, self.states, self.edges, self.skip_edges, self.ends = {}, [], [], [], {}
+            super().explore()
 
     # values a leaf asks of a property ----------------------------------------------------
     def declared(self, i: int, n: str) -> Sub:
@@ -801,9 +840,13 @@ class _ObjectProduct(_Product):
     def start(self):
         if self.own:
             return (tuple(0 for _ in self.members), 0)
-        return (0, 0, frozenset())
+        return (frozenset() if self.any_order else 0, 0, frozenset())
 
     def end_label(self, st):
+        if self.any_order:
+            seen, c, failed = st
+            return self.label({i for i in self.members if i not in failed and self.count_ok(i, c) and
+                               self.req[i] <= seen})
         if self.own:
             pos, c = st
             return self.label({i for i, p in zip(self.members, pos) if p != self.DEAD and self.count_ok(i, c) and
@@ -814,7 +857,7 @@ class _ObjectProduct(_Product):
         return self.label({i for i in self.members if i not in failed and self.count_ok(i, c)})
 
     def empty_label(self, st):
-        if not self.own:  # skip every declared property
+        if not self.own and not self.any_order:  # skip every declared property
             while st[0] < len(self.G):
                 st = self._skip(st)
         return self.end_label(st)
@@ -825,13 +868,32 @@ class _ObjectProduct(_Product):
         return (p + 1, c, failed | {i for i in self.members if n in self.req[i]})
 
     def skips(self, st):
-        if self.own or st[0] >= len(self.G):
+        if self.own or self.any_order or st[0] >= len(self.G):
             return ()
         nxt = self._skip(st)
         return (nxt,) if self.possible(nxt[2]) else ()
 
     def moves(self, st):
+        if self.any_order:
+            return self._any_order_moves(st)
         return self._own_moves(st) if self.own else self._merged_moves(st)
+
+    def _any_order_moves(self, st):
+        seen, c, failed = st
+        c2 = min(c + 1, self.K)
+        alive = [i for i in self.members if i not in failed]
+        out = []
+        for n in self.G:
+            wants = [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) if self.fits(i, c) else None)
+                     for i in alive]
+            seen2 = seen | {n} if n in self.required else seen
+            for val, hold in self.split(wants, failed):
+                out.append(((self.b.key_symbol(n), val), (seen2, c2, failed | (frozenset(alive) - hold))))
+        for inc, key in self._other_keys(alive):
+            wants = [(i, self.extra(i, None, inc) if self.fits(i, c) else None) for i in alive]
+            for val, hold in self.split(wants, failed):
+                out.append(((key, val), (seen, c2, failed | (frozenset(alive) - hold))))
+        return out
 
     def _merged_moves(self, st):
         p, c, failed = st
@@ -1028,13 +1090,18 @@ def _search(pattern: str, s: str) -> bool:
         return re.search(pattern, s) is not None
 
 
-def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool = False) -> SchemaGrammar:
+def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool = False,
+                  property_order: str = "declared") -> SchemaGrammar:
     """The grammar of a JSON Schema (a dict or bool). `whitespace`: "outlines" (an optional space
     around punctuation, as Outlines), "flexible" (any JSON whitespace, as llguidance), "compact"
-    (none), or a regex for the whitespace at each place JSON allows it."""
+    (none), or a regex for the whitespace at each place JSON allows it. `property_order`:
+    "declared" (an object's declared properties in schema order, as Outlines and llguidance) or
+    "any" (:class:`_ObjectProduct`)."""
+    if property_order not in PROPERTY_ORDERS:
+        raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not {property_order!r}")
     ws = WHITESPACE.get(whitespace, whitespace)
     doc = SchemaDoc(schema, coerce_one_of=coerce_one_of)
-    b = _Builder(doc, ws)
+    b = _Builder(doc, ws, property_order)
     root = Sub(schema, "")
     b.collect(root)
     top = b.value(root)

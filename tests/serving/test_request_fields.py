@@ -258,6 +258,33 @@ def test_whitespace_options_set_the_json_schema_front_ends_whitespace():
         assert tuple(accepts(s, text) for s in (default, compact, pattern)) == want, text
 
 
+def test_cad_property_order_reaches_the_json_schema_front_end():
+    """vllm_xargs cad_property_order "any": the schema's keys in any order; part of the cache key; refused
+    beside a Lark grammar, or with a value that is not an order."""
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                         "required": ["a"]})
+    any_order = ConstraintRequest.from_extra_args({"cad_json_schema": schema, "cad_property_order": "any"})
+    declared = ConstraintRequest.from_extra_args({"cad_json_schema": schema})
+    assert any_order.grammar.property_order == "any" and any_order.grammar.key != declared.grammar.key
+    assert ConstraintRequest.from_extra_args(any_order.to_extra_args()) == any_order
+    for bad, words in [({"cad_grammar": "json", "cad_property_order": "any"}, "belongs to cad_json_schema"),
+                       ({"cad_json_schema": schema, "cad_property_order": "sorted"}, "must be one of"),
+                       ({"cad_json_schema": schema, "cad_property_order": 1}, "must be a string")]:
+        with pytest.raises(RequestError, match=words):
+            ConstraintRequest.from_extra_args(bad)
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    library = GrammarLibrary(vocab, cache=False)
+
+    def accepts(spec, text):
+        ids = encode(vocab, text.encode())
+        m = Matcher(library.get(spec))
+        return m.validate(ids) == len(ids) and (m.advance_many(ids) or True) and m.is_accepting()
+
+    assert accepts(any_order.grammar, '{"b": "x", "a": 1}') and not accepts(declared.grammar, '{"b": "x", "a": 1}')
+    assert not accepts(any_order.grammar, '{"b": "x"}')  # a is required, in any order
+    check_grammar(any_order.grammar)  # the gate's check takes the option too
+
+
 def test_sampling_params_structured_outputs_move_into_extra_args():
     params = SimpleNamespace(structured_outputs=SimpleNamespace(
         json=None, regex="[0-9]+", choice=None, grammar=None, json_object=None, structural_tag=None,

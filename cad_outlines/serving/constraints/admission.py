@@ -75,7 +75,8 @@ def check_limits(request: ConstraintRequest, *, vocab_size: int | None = None,
     grammar, edit = request.grammar, request.edit
     strings = {"cad_tag": request.tag}
     if grammar is not None:
-        strings.update(cad_grammar=grammar.name, cad_start=grammar.start, cad_whitespace=grammar.whitespace)
+        strings.update(cad_grammar=grammar.name, cad_start=grammar.start, cad_whitespace=grammar.whitespace,
+                       cad_property_order=grammar.property_order)
         if grammar.text is not None:
             size = text_bytes(grammar.text, limits.max_grammar_text_bytes)
             if size > limits.max_grammar_text_bytes:

@@ -15,8 +15,8 @@ keeps both cores busy a worker there got under 1% of a core (python.lark x GPT-2
 the 300 s wall limit); in the server's group at nice 5 it gets a share the engine still dominates
 (about 14% of a core beside a busy vLLM CPU engine, against 4% at nice 10).
 
-The worker reads one JSON object on stdin (``name``, ``text`` or ``schema``, ``start``, ``whitespace``, ``tokenizer``,
-``model_vocab_size``, ``cache``, optionally ``vocab_file``: the parent's pickled
+The worker reads one JSON object on stdin (``name``, ``text`` or ``schema``, ``start``, ``whitespace``,
+``property_order``, ``tokenizer``, ``model_vocab_size``, ``cache``, optionally ``vocab_file``: the parent's pickled
 :class:`~cad_outlines.engine.vocabulary.Vocabulary`, written by the server itself into a private
 temporary folder); checks the grammar (lark loads it, no file imports), compiles
 it and writes ``{"error": null}`` or ``{"error": "why", "limit": name-or-null}`` on stdout; the
@@ -67,7 +67,7 @@ def compile_into_cache(job: dict) -> str | None:
     from ..tokenizer import shared_vocabulary
 
     spec = GrammarSpec(name=job.get("name"), text=job.get("text"), start=job.get("start"), schema=job.get("schema"),
-                       whitespace=job.get("whitespace"))
+                       whitespace=job.get("whitespace"), property_order=job.get("property_order"))
     try:
         if spec.schema is None:  # a schema's checks are its compile's first phases: not run twice
             check_grammar(spec)

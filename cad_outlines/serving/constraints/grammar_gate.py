@@ -92,7 +92,7 @@ def compile_in_worker(spec: GrammarSpec, tokenizer_path: str, model_vocab_size: 
     Raises :class:`~.compile_worker.CompileRefused` (a :class:`RequestError`)."""
     limits = limits or server_limits()
     job = {"name": spec.name, "text": spec.text, "schema": spec.schema, "start": spec.start,
-           "whitespace": spec.whitespace, "tokenizer": tokenizer_path, "model_vocab_size": model_vocab_size,
+           "whitespace": spec.whitespace, "property_order": spec.property_order, "tokenizer": tokenizer_path, "model_vocab_size": model_vocab_size,
            "cache": str(cache),
            # a grammar sent as text (or a JSON Schema) is built whole here, under the limits: a lazy store would
            # build its rows inside the engine's steps, unbounded for a grammar whose lexer has very many states

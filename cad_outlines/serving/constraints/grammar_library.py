@@ -114,7 +114,7 @@ def check_grammar(spec: GrammarSpec) -> None:
     if not known:
         try:
             if spec.schema is not None:
-                _check_schema(spec.schema, **_whitespace(spec))
+                _check_schema(spec.schema, **spec.schema_options())
             else:
                 source, start = grammar_source_of(spec)  # an unknown name: refused (and remembered) too
                 refuse_file_imports(spec)
@@ -139,16 +139,11 @@ def _check_loads(source, start) -> None:
         validate_grammar(source, start=start)
 
 
-def _whitespace(spec: GrammarSpec) -> dict:
-    """`compile_json_schema`'s whitespace argument for a schema spec (none: the front end's default)."""
-    return {} if spec.whitespace is None else {"whitespace": spec.whitespace}
-
-
-def _check_schema(schema: str, **whitespace) -> None:
+def _check_schema(schema: str, **options) -> None:
     """A JSON Schema compiled, lazily and uncached, for a vocabulary of the 256 bytes: what the front end
     checks (keywords, terminals, parse tables) with almost none of the vocabulary's work."""
     compile_json_schema(schema, Vocabulary.of_bytes(), lazy=True, cache=False, progress=False,
-                        limits=server_limits().compile, **whitespace)
+                        limits=server_limits().compile, **options)
 
 
 def known_check(spec: GrammarSpec) -> tuple[bool, str | None]:
@@ -273,7 +268,7 @@ class GrammarLibrary:
         try:
             if spec.schema is not None:
                 return compile_json_schema(spec.schema, self.vocab, cache=cache, progress=False, lazy=False,
-                                           limits=limits, **_whitespace(spec))
+                                           limits=limits, **spec.schema_options())
             source, start = grammar_source_of(spec)
             refuse_file_imports(spec)
             return compile_grammar(source, self.vocab, start=start, cache=cache, progress=False,

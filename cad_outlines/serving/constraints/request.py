@@ -40,10 +40,12 @@ __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 
 PREFIX = "cad_"
 _WHITESPACE_NOT_LARK = "cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)"
+_ORDER_NOT_LARK = "cad_property_order belongs to cad_json_schema (a Lark grammar has no properties)"
+PROPERTY_ORDERS = ("declared", "any")
 _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_n_lines", "cad_monotonic",
     "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",
-    "cad_format", "cad_document", "cad_whitespace",
+    "cad_format", "cad_document", "cad_whitespace", "cad_property_order",
 }
 
 
@@ -56,10 +58,24 @@ class GrammarSpec:
     start: str | None = None
     schema: str | None = None
     whitespace: str | None = None  # a JSON Schema's: "outlines" (None), "flexible", "compact" or a regex
+    property_order: str | None = None  # a JSON Schema's: "declared" (None) or "any"
 
     def __post_init__(self):
         if self.whitespace is not None and self.schema is None:
             raise RequestError(_WHITESPACE_NOT_LARK)
+        if self.property_order is not None:
+            if self.schema is None:
+                raise RequestError(_ORDER_NOT_LARK)
+            if self.property_order not in PROPERTY_ORDERS:
+                raise RequestError(f"cad_property_order must be one of {list(PROPERTY_ORDERS)}, not "
+                                   f"{_short(self.property_order)}")
+
+    def schema_options(self) -> dict:
+        """`compile_json_schema`'s options this spec sets (none: the front end's defaults)."""
+        out = {} if self.whitespace is None else {"whitespace": self.whitespace}
+        if self.property_order is not None:
+            out["property_order"] = self.property_order
+        return out
 
     @property
     def key(self) -> str:
@@ -71,7 +87,8 @@ class GrammarSpec:
             what = f"{kind}:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         ws = ("" if self.whitespace is None else
               "|ws:" + hashlib.sha256(self.whitespace.encode("utf-8", "surrogatepass")).hexdigest())
-        return f"{what}|start:{self.start or ''}{ws}"
+        order = "" if self.property_order in (None, "declared") else f"|order:{self.property_order}"
+        return f"{what}|start:{self.start or ''}{ws}{order}"
 
     @property
     def label(self) -> str:
@@ -115,6 +132,8 @@ class ConstraintRequest:
                 out["cad_json_schema"] = self.grammar.schema
                 if self.grammar.whitespace is not None:
                     out["cad_whitespace"] = self.grammar.whitespace
+                if self.grammar.property_order is not None:
+                    out["cad_property_order"] = self.grammar.property_order
             else:
                 out["cad_grammar_text"] = self.grammar.text
             if self.grammar.start:
@@ -156,7 +175,7 @@ class ConstraintRequest:
         if sum(v is not None for v in (name, text, schema)) > 1:
             raise RequestError("give cad_grammar (a shipped name), cad_grammar_text or cad_json_schema, not both")
         for key in ("cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_session", "cad_tag",
-                    "cad_format", "cad_document", "cad_whitespace"):
+                    "cad_format", "cad_document", "cad_whitespace", "cad_property_order"):
             if key in mine and not isinstance(mine[key], str):
                 raise RequestError(f"{key} must be a string, not {type(mine[key]).__name__}")
         for key in ("cad_monotonic", "cad_stop_at_copy"):
@@ -166,9 +185,12 @@ class ConstraintRequest:
         if schema is not None:
             if "cad_start" in mine:
                 raise RequestError("cad_start belongs to a Lark grammar, not to cad_json_schema")
-            grammar = GrammarSpec(schema=schema, whitespace=mine.get("cad_whitespace"))
+            grammar = GrammarSpec(schema=schema, whitespace=mine.get("cad_whitespace"),
+                                  property_order=mine.get("cad_property_order"))
         elif "cad_whitespace" in mine:
             raise RequestError(_WHITESPACE_NOT_LARK)
+        elif "cad_property_order" in mine:
+            raise RequestError(_ORDER_NOT_LARK)
         elif name is not None or text is not None:
             grammar = GrammarSpec(name=name, text=text, start=mine.get("cad_start"))
         elif "cad_start" in mine:

@@ -202,6 +202,96 @@ std::vector<int32_t> utf8_expand(int32_t n, const int64_t* iv_off, const int64_t
     return rows;
 }
 
+// Hopcroft's refinement of `cls` (k states, classes 0..count-1) to the coarsest partition in
+// which the states of a class go, per byte class, to one class (or all to no state): the
+// classes Moore's rounds reach, in O(nc n log n) rather than a round per step of the longest
+// chain (a string of up to n characters takes n rounds). `sig`: per state, its (byte class,
+// target) edges. A dead edge goes to a sink state of its own. Returns the number of classes;
+// cls[i] is renumbered densely.
+static int32_t hopcroft(int32_t k, size_t nc, const Edges& sig, std::vector<int32_t>& cls, int32_t count) {
+    const int32_t n = k + 1, sink = k;
+    std::vector<int32_t> tgt(size_t(n) * nc, sink);
+    for (int32_t i = 0; i < k; ++i)
+        for (size_t e = sig.off[i]; e < sig.off[i + 1]; ++e) tgt[size_t(i) * nc + sig.byte[e]] = sig.to[e];
+    // predecessors per (byte class, target): CSR over c * n + t
+    std::vector<int32_t> ioff(nc * size_t(n) + 1, 0), isrc(size_t(n) * nc);
+    for (int32_t s = 0; s < n; ++s)
+        for (size_t c = 0; c < nc; ++c) ++ioff[c * size_t(n) + size_t(tgt[size_t(s) * nc + c]) + 1];
+    for (size_t x = 0; x + 1 < ioff.size(); ++x) ioff[x + 1] += ioff[x];
+    {
+        std::vector<int32_t> fill(ioff.begin(), ioff.end() - 1);
+        for (int32_t s = 0; s < n; ++s)
+            for (size_t c = 0; c < nc; ++c) isrc[size_t(fill[c * size_t(n) + size_t(tgt[size_t(s) * nc + c])]++)] = s;
+    }
+    // the partition: each block a range of elems; the sink starts in a block of its own
+    std::vector<int32_t> blk(n), elems(n), loc(n), start, end, marked;
+    for (int32_t i = 0; i < k; ++i) blk[i] = cls[i];
+    blk[sink] = count;
+    const int32_t n0 = count + 1;
+    start.assign(n0 + 1, 0);
+    for (int32_t s = 0; s < n; ++s) ++start[blk[s] + 1];
+    for (int32_t b = 0; b < n0; ++b) start[b + 1] += start[b];
+    end.assign(start.begin() + 1, start.end());
+    start.pop_back();
+    {
+        std::vector<int32_t> fill(start);
+        for (int32_t s = 0; s < n; ++s) loc[s] = fill[blk[s]]++, elems[loc[s]] = s;
+    }
+    marked.assign(n0, 0);
+    std::vector<int32_t> work, splitter, touched;
+    std::vector<uint8_t> in_work(n0, 1);
+    for (int32_t b = 0; b < n0; ++b) work.push_back(b);
+    while (!work.empty()) {
+        const int32_t B = work.back();
+        work.pop_back();
+        in_work[B] = 0;
+        splitter.assign(elems.begin() + start[B], elems.begin() + end[B]);
+        for (size_t c = 0; c < nc; ++c) {
+            touched.clear();
+            for (int32_t t : splitter)
+                for (int32_t x = ioff[c * size_t(n) + size_t(t)]; x < ioff[c * size_t(n) + size_t(t) + 1]; ++x) {
+                    const int32_t s = isrc[size_t(x)], b = blk[s];
+                    if (marked[b] == 0) touched.push_back(b);
+                    const int32_t p = start[b] + marked[b]++;  // s to the marked front of its block
+                    const int32_t other = elems[p];
+                    elems[p] = s, elems[loc[s]] = other;
+                    loc[other] = loc[s], loc[s] = p;
+                }
+            for (int32_t b : touched) {
+                const int32_t m = marked[b];
+                marked[b] = 0;
+                if (m == end[b] - start[b]) continue;  // all of it: no split
+                const int32_t nb = int32_t(start.size());
+                if (m <= end[b] - start[b] - m) {  // the marked part is the new block
+                    start.push_back(start[b]), end.push_back(start[b] + m);
+                    start[b] += m;
+                } else {
+                    start.push_back(start[b] + m), end.push_back(end[b]);
+                    end[b] = start[b] + m;
+                }
+                marked.push_back(0);
+                for (int32_t p = start[nb]; p < end[nb]; ++p) blk[elems[p]] = nb;
+                if (in_work[b]) {
+                    work.push_back(nb), in_work.push_back(1);
+                } else {
+                    const bool smaller_new = end[nb] - start[nb] <= end[b] - start[b];
+                    work.push_back(smaller_new ? nb : b);
+                    in_work.push_back(smaller_new ? 1 : 0);
+                    if (!smaller_new) in_work[b] = 1;
+                }
+            }
+        }
+    }
+    // dense class ids for the kept states, in order of first appearance (the sink is alone)
+    std::vector<int32_t> dense(start.size(), -1);
+    int32_t out = 0;
+    for (int32_t i = 0; i < k; ++i) {
+        if (dense[blk[i]] < 0) dense[blk[i]] = out++;
+        cls[i] = dense[blk[i]];
+    }
+    return out;
+}
+
 MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, const uint8_t* block) {
     MinimalDfa out;
     // reachable states, breadth-first from 0, with their edges (targets as reachable indices)
@@ -296,7 +386,7 @@ MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, c
     const size_t nc = rep_byte.size();
     // Moore refinement: first by label and block row, then by class and the successors'
     // classes (per byte class; dead successors left out)
-    std::vector<int32_t> cls(k), next(k), key;
+    std::vector<int32_t> cls(k), key;
     RowInterner classes;
     for (int32_t i = 0; i < k; ++i) {
         key.assign({int32_t(label[old[i]]), int32_t(label[old[i]] >> 32)});
@@ -310,20 +400,7 @@ MinimalDfa minimize_dfa(int32_t m, const int32_t* trans, const int64_t* label, c
             if (rep_byte[byte_class[ed.byte[e]]] == ed.byte[e]) sig.add(byte_class[ed.byte[e]], ed.to[e]);
         sig.end_state();
     }
-    int32_t count = int32_t(classes.size());
-    key.resize(1 + 2 * nc);
-    while (true) {
-        classes.clear();
-        for (int32_t i = 0; i < k; ++i) {
-            key[0] = cls[i];
-            size_t len = 1;
-            for (size_t e = sig.off[i]; e < sig.off[i + 1]; ++e) key[len++] = sig.byte[e], key[len++] = cls[sig.to[e]];
-            next[i] = classes.intern(key.data(), len);
-        }
-        cls.swap(next);
-        if (int32_t(classes.size()) == count) break;
-        count = int32_t(classes.size());
-    }
+    int32_t count = hopcroft(k, nc, sig, cls, int32_t(classes.size()));
     // canonical numbering: breadth-first from state 0's class, bytes in increasing order
     std::vector<int32_t> rep(count, -1);
     for (int32_t i = 0; i < k; ++i)

@@ -55,6 +55,33 @@ def _live_outcome(trans, label, block, word) -> tuple:
     return (int(label[s]), tuple(np.flatnonzero(block[s])) if block is not None else ()) if live[s] else ("dead",)
 
 
+def _moore_classes(trans, label, block) -> int:
+    """The number of classes of Moore's refinement of a trimmed DFA (the minimal DFA's state count)."""
+    n = trans.shape[0]
+    cls = [(int(label[s]), tuple(np.flatnonzero(block[s]))) for s in range(n)]
+    while True:
+        ids = {c: i for i, c in enumerate(dict.fromkeys(cls))}
+        nxt = [(ids[cls[s]], tuple(ids[cls[t]] if t >= 0 else -1 for t in trans[s])) for s in range(n)]
+        if len(set(nxt)) == len(ids):
+            return len(ids)
+        cls = nxt
+
+
+@pytest.mark.parametrize("n", [1, 2, 17, 40])
+def test_minimize_of_long_counting_chains(n):
+    """A string of up to n characters is a chain Moore refines a step per round; the minimal DFA of
+    any_string(0, n) in JSON's spelling, and of a redundant copy of it, is the same."""
+    from cad_outlines.engine.frontend.json_schema import strings as S
+
+    d = S.json_string_dfa(S.any_string(0, n))
+    assert _moore_classes(d.trans, np.where(d.accept, 0, -1), np.zeros(d.trans.shape, dtype=bool)) == \
+        d.trans.shape[0]
+    twice = np.concatenate([d.trans, np.where(d.trans >= 0, d.trans + d.trans.shape[0], -1)])
+    twice[0] = np.where(d.trans[0] >= 0, d.trans[0] + d.trans.shape[0], -1)  # the start enters the copy
+    t, lab, _ = minimize_arrays(twice, np.where(np.concatenate([d.accept, d.accept]), 0, -1))
+    assert np.array_equal(t, d.trans) and np.array_equal(lab >= 0, d.accept)
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_minimize_keeps_the_language_and_is_minimal_and_canonical(seed):
     rng = random.Random(seed)
@@ -65,6 +92,8 @@ def test_minimize_keeps_the_language_and_is_minimal_and_canonical(seed):
     words = [[]] + [[rng.choice(alphabet) for _ in range(rng.randint(1, 6))] for _ in range(300)]
     for w in words:
         assert _live_outcome(trans, label, block, w) == _live_outcome(t, lab, blk_full, w), w
+    # minimal: Moore's rounds (plain Python, dead edges to a sink) split no class of the result
+    assert _moore_classes(t, lab, blk_full) == t.shape[0] or (t.shape[0] == 1 and lab[0] == -1)
     # idempotent: already minimal and canonically numbered
     t2, lab2, blk2 = minimize_arrays(t, lab, blk)
     assert np.array_equal(t, t2) and np.array_equal(lab, lab2)

@@ -799,6 +799,8 @@ class _ObjectProduct(_Product):
 
     def explore(self) -> None:
         try:
+            if self.any_order and 2 ** len(self.required) * len(self.G) > MAX_ANY_ORDER_EDGES:
+                raise _OverBudget  # over budget with one leaf already: not explored
             super().explore()
         except _OverBudget:
             ptr = self.lf[self.members[0]].b.pointer if self.members else ""

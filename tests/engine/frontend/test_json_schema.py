@@ -484,6 +484,28 @@ def test_refusals_name_the_keyword_and_pointer(vocab, schema, keyword, pointer):
     assert keyword in str(e.value) and "\n" not in str(e.value)
 
 
+def test_length_bounds_up_to_4096_are_counted_exactly_and_larger_ones_refused():
+    """maxLength 4096 (Snowplow's): the string automaton counts every character (a vocabulary of the 256
+    bytes keeps the walks of 4,097 lexer positions quick); above 4096, or bounds summing past 16,384 in one
+    schema, are refused naming the keyword."""
+    from cad_outlines.engine.frontend.json_schema.grammar import MAX_COUNTED_CHARS, MAX_LENGTH_BOUND
+
+    byte_vocab = Vocabulary.of_bytes()
+    g = compile_json_schema({"type": "object", "properties": {"c": {"type": ["string", "null"], "maxLength": 4096},
+                                                             "i": {"type": "string", "minLength": 600}}},
+                            byte_vocab, cache=False)
+    for text, want in [('{"c": "' + "é" * 4096 + '"}', True), ('{"c": "' + "a" * 4097 + '"}', False),
+                       ('{"c": null, "i": "' + "x" * 600 + '"}', True), ('{"i": "' + "x" * 599 + '"}', False)]:
+        assert accepts(g, byte_vocab, text) == want, (text[:20], len(text))
+    with pytest.raises(SchemaError, match="maxLength 4097 is above 4096") as e:
+        compile_json_schema({"properties": {"s": {"maxLength": MAX_LENGTH_BOUND + 1}}}, byte_vocab, cache=False)
+    assert e.value.pointer == "/properties/s"
+    many = {"properties": {f"s{i}": {"type": "string", "maxLength": 4000 + i} for i in range(5)}}
+    with pytest.raises(SchemaError, match=f"sum to .* above {MAX_COUNTED_CHARS}") as e:
+        compile_json_schema(many, byte_vocab, cache=False)
+    assert e.value.keyword == "maxLength"
+
+
 def test_coerce_one_of_treats_overlapping_branches_as_any_of(vocab):
     g = compile_json_schema({"oneOf": [{"type": "integer"}, {"type": "string"}]}, vocab, cache=False)
     assert accepts(g, vocab, "1") and accepts(g, vocab, '"a"')

@@ -222,6 +222,7 @@ class _Builder:
         self.doc = doc
         self.ws = ws
         self.any_order = property_order == "any"
+        self.counted: set[int] = set()  # distinct string length bounds (_check_length)
         self.rules: list[tuple[str, tuple]] = []  # (lhs, rhs); rhs items: names or ("atoms"/"key", ...) symbols
         self.memo: dict = {}
         self.keys = Family("key")
@@ -325,7 +326,7 @@ class _Builder:
                 lf.true = not any(e is True for e in ex)
                 lf.false = not any(e is False for e in ex)
             if "string" in b.types:
-                _check_length(b)
+                _check_length(b, self.counted)
                 c = StrClass(min_len=b.min_len, max_len=b.max_len, patterns=b.patterns, formats=b.formats)
                 minus = frozenset(e for e in ex if isinstance(e, str)) or None
                 lf.strs = ((c, minus),)
@@ -1056,14 +1057,23 @@ def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[st
     return [(lhs, rhs) for lhs, rhs in rules if lhs in seen]
 
 
-MAX_LENGTH_BOUND = 512  # minLength/maxLength above this are refused: the automaton counts every character
+MAX_LENGTH_BOUND = 4096  # minLength/maxLength above this are refused: the automaton counts every character
+MAX_COUNTED_CHARS = 16_384  # the distinct length bounds of one schema, summed (~13 lexer states a character)
 
 
-def _check_length(b: Basic) -> None:
+def _check_length(b: Basic, counted: set[int]) -> None:
+    """Refuse a length bound the string automata cannot count within the limits; `counted`: the
+    schema's distinct bounds so far (each takes an automaton state per character)."""
     for k, v in (("minLength", b.min_len), ("maxLength", b.max_len)):
-        if v is not None and v > MAX_LENGTH_BOUND:
+        if v is None:
+            continue
+        if v > MAX_LENGTH_BOUND:
             raise SchemaError(k, b.pointer, f"{k} {v} is above {MAX_LENGTH_BOUND}: the string automaton counts "
                               "every character, so longer bounds are not compiled")
+        counted.add(v)
+        if sum(counted) > MAX_COUNTED_CHARS:
+            raise SchemaError(k, b.pointer, f"the schema's distinct string length bounds sum to {sum(counted)}, above "
+                              f"{MAX_COUNTED_CHARS}: the string automata count every character of each")
 
 
 def _spec(b: Basic) -> NumberSpec:

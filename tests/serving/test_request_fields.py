@@ -218,6 +218,20 @@ def test_a_chat_body_is_rewritten_into_vllm_xargs():
             rewrite_body({"structured_outputs": {"regex": "a"}, "vllm_xargs": xargs})
 
 
+def _spec_accepts():
+    """accepts(spec, text): the whole text is a sentence of the spec's grammar (GPT-2's vocabulary,
+    compiled as the server's library compiles it)."""
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    library = GrammarLibrary(vocab, cache=False)
+
+    def accepts(spec, text):
+        ids = encode(vocab, text.encode())
+        m = Matcher(library.get(spec))
+        return m.validate(ids) == len(ids) and (m.advance_many(ids) or True) and m.is_accepting()
+
+    return accepts
+
+
 def test_whitespace_options_set_the_json_schema_front_ends_whitespace():
     """disable_any_whitespace: compact JSON, as vLLM's xgrammar and guidance backends write it; whitespace_pattern
     (and the removed guided_whitespace_pattern): the regex at each place JSON allows whitespace, as Outlines reads
@@ -242,14 +256,7 @@ def test_whitespace_options_set_the_json_schema_front_ends_whitespace():
         ConstraintRequest.from_extra_args({"cad_grammar": "json", "cad_whitespace": "compact"})
     with pytest.raises(RequestError, match="cad_whitespace must be a string"):
         ConstraintRequest.from_extra_args({"cad_json_schema": "{}", "cad_whitespace": 1})
-    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
-    library = GrammarLibrary(vocab, cache=False)
-
-    def accepts(spec, text):
-        ids = encode(vocab, text.encode())
-        m = Matcher(library.get(spec))
-        return m.validate(ids) == len(ids) and (m.advance_many(ids) or True) and m.is_accepting()
-
+    accepts = _spec_accepts()
     for text, want in [('{"name": "x", "kind": "cat"}', (True, False, True)),
                        ('{"name":"x","kind":"cat"}', (True, True, True)),
                        ('{"name":  "x", "kind":"cat"}', (False, False, True)),
@@ -272,14 +279,7 @@ def test_cad_property_order_reaches_the_json_schema_front_end():
                        ({"cad_json_schema": schema, "cad_property_order": 1}, "must be a string")]:
         with pytest.raises(RequestError, match=words):
             ConstraintRequest.from_extra_args(bad)
-    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
-    library = GrammarLibrary(vocab, cache=False)
-
-    def accepts(spec, text):
-        ids = encode(vocab, text.encode())
-        m = Matcher(library.get(spec))
-        return m.validate(ids) == len(ids) and (m.advance_many(ids) or True) and m.is_accepting()
-
+    accepts = _spec_accepts()
     assert accepts(any_order.grammar, '{"b": "x", "a": 1}') and not accepts(declared.grammar, '{"b": "x", "a": 1}')
     assert not accepts(any_order.grammar, '{"b": "x"}')  # a is required, in any order
     check_grammar(any_order.grammar)  # the gate's check takes the option too

@@ -93,10 +93,12 @@ def string_class_dfa(c: StrClass) -> ByteDFA:
                 cp = S.intersect(cp, S.pattern_dfa(p))
             for f in c.formats:
                 cp = S.intersect(cp, regex_to_codepoint_dfa(format_regex(f)))
-        # the code-point automaton is what the limit bounds (Limits.max_dfa_states); JSON's spelling of it
-        # in bytes has up to ~13 states a code point (UTF-8 continuations, escapes)
-        check_limit("max_dfa_states", len(cp[0]), "a JSON Schema string terminal")
-        got = _STR_DFAS[c] = S.json_string_dfa(cp)
+        got = S.json_string_dfa(cp)
+        # a length class alone (no pattern, no format) is bounded by its length (the builder's MAX_LENGTH_BOUND
+        # and MAX_COUNTED_CHARS: JSON's spelling takes ~13 byte states a character); any other by its states
+        if c.values is not None or c.patterns or c.formats:
+            check_limit("max_dfa_states", got.n_states, "a JSON Schema string terminal")
+        _STR_DFAS[c] = got
     return got
 
 

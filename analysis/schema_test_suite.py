@@ -46,6 +46,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--drafts", default="draft2020-12,draft7,draft4", help=f"of {', '.join(DRAFTS)}")
     parser.add_argument("--optional", action="store_true", help="also the optional/ tests (formats, edge cases)")
     parser.add_argument("--timeout", type=float, default=10.0, help="compile seconds per schema")
+    parser.add_argument("--property-order", default="declared", choices=["declared", "any"],
+                        help="the front end's property order (with any, no rejection is for the order)")
     parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
 
 
@@ -91,7 +93,7 @@ def jsonschema_verdict(schema, data) -> bool | None:
         return None
 
 
-def check_group(group: dict, draft_uri: str, vocab, timeout: float) -> dict:
+def check_group(group: dict, draft_uri: str, vocab, timeout: float, property_order: str = "declared") -> dict:
     """One test group: compiled or refused (the refusal's keyword), and each test's outcome."""
     from cad_outlines import compile_json_schema
     from cad_outlines.errors import CadOutlinesError
@@ -102,7 +104,7 @@ def check_group(group: dict, draft_uri: str, vocab, timeout: float) -> dict:
         schema = {"$schema": draft_uri, **schema}
     try:
         grammar = compile_json_schema(schema, vocab, cache=False, progress=False, whitespace="flexible",
-                                      limits=Limits(max_compile_seconds=timeout))
+                                      property_order=property_order, limits=Limits(max_compile_seconds=timeout))
     except CadOutlinesError as e:
         m = re.match(r"keyword (\S+):", str(e))
         return {"refused": m.group(1) if m else type(e).__name__, "why": str(e).splitlines()[0][:160]}
@@ -137,7 +139,7 @@ def run(args) -> int:
             for f in tqdm(files, desc=f"{draft} {prefix or 'required'}", leave=False):
                 per = Counter()
                 for group in json.loads(f.read_text()):
-                    res = check_group(group, DRAFTS[draft], vocab, args.timeout)
+                    res = check_group(group, DRAFTS[draft], vocab, args.timeout, args.property_order)
                     per["groups"] += 1
                     if "refused" in res:
                         per["refused"] += 1

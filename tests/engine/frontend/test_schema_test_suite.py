@@ -47,6 +47,29 @@ def test_every_required_test_of_the_suite_gets_its_verdict_or_a_named_refusal(vo
         assert kinds.get("as jsonschema", 0) <= 12  # the format-annotation tests and one metaschema
 
 
+def test_in_any_property_order_no_rejection_is_for_the_order(vocab):
+    """property_order="any" on the same tests: the valid instances the declared order rejects are accepted,
+    and no invalid one is admitted (the suite as an oracle of the any-order products)."""
+    kinds: dict[str, int] = {}
+    wrong = []
+    for draft in ("draft2020-12", "draft7"):
+        for name in ("properties.json", "required.json", "additionalProperties.json", "patternProperties.json",
+                     "dependentRequired.json", "dependentSchemas.json", "dependencies.json", "minProperties.json",
+                     "maxProperties.json", "unevaluatedProperties.json", "if-then-else.json", "oneOf.json",
+                     "anyOf.json", "allOf.json", "not.json", "ref.json", "default.json"):
+            f = SUITE / draft / name
+            if not f.is_file():
+                continue
+            for group in json.loads(f.read_text()):
+                res = check_group(group, DRAFTS[draft], vocab, timeout=20.0, property_order="any")
+                for t in res.get("tests", ()):
+                    kinds[t["kind"]] = kinds.get(t["kind"], 0) + 1
+                    if t["kind"] in ("false rejection", "false admission", "order"):
+                        wrong.append((draft, name, group["description"], t["description"], t["data"], t["kind"]))
+    assert not wrong, wrong
+    assert kinds["ok"] >= 300, kinds
+
+
 def test_contains_true_false_and_draft4_integers(vocab):
     """Three of the suite's findings, alone: `contains: true` asks for an item, `contains: false` rules arrays out
     (unless minContains is 0), and 1.0 is not an integer in draft 4 (it is from draft 6 on)."""

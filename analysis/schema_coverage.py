@@ -70,6 +70,10 @@ def run(args) -> int:
                 why = _reason(e)
                 reasons[why] += 1
                 example.setdefault(why, f"{f.name}: {str(e).splitlines()[0][:160]}")
+            except Exception as e:  # noqa: BLE001 - not a refusal: a bug of the front end, counted and shown
+                why = f"crash: {type(e).__name__}"
+                reasons[why] += 1
+                example.setdefault(why, f"{f.name}: {str(e).splitlines()[0][:160] if str(e) else ''}")
         total = sum((c for c in per_cat.values()), Counter())
         rows = [[cat, c["schemas"], c["compiled"], f"{100 * c['compiled'] / c['schemas']:.1f}%"]
                 for cat, c in sorted(per_cat.items())]

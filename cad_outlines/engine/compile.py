@@ -523,7 +523,11 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
 
     with enforcing(limits):
         schema = load_schema(schema)
-        text = json.dumps(schema, ensure_ascii=False)  # key order kept: properties are written in schema order
+        try:
+            text = json.dumps(schema, ensure_ascii=False)  # key order kept: properties are written in schema order
+        except RecursionError:  # nesting past Python's recursion limit (max_schema_depth lifted)
+            raise SchemaError("schema", "", "it nests too deeply to compile (Python's recursion limit of "
+                              f"{sys.getrecursionlimit()} was reached reading it)") from None
         check_limit("max_grammar_bytes", len(text.encode("utf-8", "surrogatepass")), "JSON Schema")
         h = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
         h.update(repr((whitespace, coerce_one_of, property_order, streamline and not lazy, vocab.content_hash,

@@ -506,6 +506,19 @@ def test_length_bounds_up_to_4096_are_counted_exactly_and_larger_ones_refused():
     assert e.value.keyword == "maxLength"
 
 
+@pytest.mark.parametrize("depth", [400, 1000])
+def test_nesting_past_the_recursion_limit_is_a_schema_error_not_a_crash(depth):
+    """max_schema_depth lifted: a schema nested past what the front end's recursion reaches is refused
+    naming the schema (was a RecursionError: MaskBench's Handwritten mod304 reaches it through recursive
+    $refs whose constraints differ from level to level)."""
+    s = {"type": "integer"}
+    for i in range(depth):
+        s = {"type": "object", "properties": {"a": s}, "required": ["a"]} if i % 2 else {"type": "array", "items": s}
+    with pytest.raises(SchemaError, match="nests? too deeply") as e:
+        compile_json_schema(s, Vocabulary.of_bytes(), cache=False, limits=Limits(max_schema_depth=None))
+    assert e.value.keyword == "schema"
+
+
 def test_coerce_one_of_treats_overlapping_branches_as_any_of(vocab):
     g = compile_json_schema({"oneOf": [{"type": "integer"}, {"type": "string"}]}, vocab, cache=False)
     assert accepts(g, vocab, "1") and accepts(g, vocab, '"a"')

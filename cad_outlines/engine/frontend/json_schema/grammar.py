@@ -38,6 +38,7 @@ import functools
 import itertools
 import json
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -640,10 +641,6 @@ class _Uniform:
         return self.nt if label == self.label else None
 
 
-class _OverBudget(Exception):
-    """A product took more edges than its budget (an object in any property order: read it in order)."""
-
-
 class _Product:
     """A product over states (hashable), explored breadth-first, written as FIRST/REST rule chains:
     ``FIRST[s]`` is a non-empty member list from state s, ``REST[s]`` its continuation (a separator and
@@ -654,7 +651,7 @@ class _Product:
 
     open_: str
     close: str
-    edge_budget: int | None = None  # explore() raises _OverBudget past this many edges
+    edge_budget: int | None = None  # past this many edges explore() calls over_budget() and starts again
 
     def __init__(self, b: _Builder, members: tuple[int, ...], forms: tuple, target: _Target | None):
         self.b, self.members, self.forms, self.t = b, members, forms, target
@@ -694,24 +691,39 @@ class _Product:
         return got
 
     def explore(self) -> None:
-        start = self.start()
-        self.empty = self.empty_label(start)
-        self.sid(start)
-        k = 0
-        while k < len(self.states):
-            st = self.states[k]
-            lab = self.end_label(st)
-            if lab is not None:
-                self.ends[k] = lab
-            for syms, nxt in self.moves(st):
-                self.edges.append((k, syms, self.sid(nxt)))
-            if self.edge_budget is not None and len(self.edges) > self.edge_budget:
-                raise _OverBudget
-            for nxt in self.skips(st):
-                self.skip_edges.append((k, self.sid(nxt)))
-            k += 1
-            if not k & 255:
-                check_deadline("a JSON Schema object or array")
+        """Every state from the start, breadth first. Past `edge_budget` edges (or when
+        :meth:`over_budget_at_once` says so) :meth:`over_budget` changes the product and it is explored
+        again (one frame for all of it: products nest as deep as the schema)."""
+        while True:
+            self.ids, self.states, self.edges, self.skip_edges, self.ends = {}, [], [], [], {}
+            start = self.start()
+            self.empty = self.empty_label(start)
+            self.sid(start)
+            k = 0
+            over = self.edge_budget is not None and self.over_budget_at_once()
+            while k < len(self.states) and not over:
+                st = self.states[k]
+                lab = self.end_label(st)
+                if lab is not None:
+                    self.ends[k] = lab
+                for syms, nxt in self.moves(st):
+                    self.edges.append((k, syms, self.sid(nxt)))
+                over = self.edge_budget is not None and len(self.edges) > self.edge_budget
+                for nxt in self.skips(st):
+                    self.skip_edges.append((k, self.sid(nxt)))
+                k += 1
+                if not k & 255:
+                    check_deadline("a JSON Schema object or array")
+            if not over:
+                return
+            self.over_budget()
+
+    def over_budget_at_once(self) -> bool:
+        return False
+
+    def over_budget(self) -> None:
+        """What a product does past its edge budget (then explored again); it must lift the budget."""
+        raise AssertionError("a product with an edge budget must say what to do past it")
 
     def emit(self, label) -> str | None:
         """The nonterminal of the values ending with `label` (None: none)."""
@@ -798,19 +810,15 @@ class _ObjectProduct(_Product):
             self.own = False  # no order to read in: one merged state for every leaf
             self.edge_budget = MAX_ANY_ORDER_EDGES
 
-    def explore(self) -> None:
-        try:
-            if self.any_order and 2 ** len(self.required) * len(self.G) > MAX_ANY_ORDER_EDGES:
-                raise _OverBudget  # over budget with one leaf already: not explored
-            super().explore()
-        except _OverBudget:
-            ptr = self.lf[self.members[0]].b.pointer if self.members else ""
-            warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
-                          f"required) in any order take over {MAX_ANY_ORDER_EDGES} moves between parser states; "
-                          "this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
-            self.any_order, self.own, self.edge_budget = False, self.own_declared, None
-            self.ids, self.states, self.edges, self.skip_edges, self.ends = {}, [], [], [], {}
-            super().explore()
+    def over_budget_at_once(self) -> bool:
+        return 2 ** len(self.required) * len(self.G) > MAX_ANY_ORDER_EDGES  # with one leaf already: not explored
+
+    def over_budget(self) -> None:
+        ptr = self.lf[self.members[0]].b.pointer if self.members else ""
+        warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
+                      f"required) in any order take over {MAX_ANY_ORDER_EDGES} moves between parser states; "
+                      "this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
+        self.any_order, self.own, self.edge_budget = False, self.own_declared, None
 
     # values a leaf asks of a property ----------------------------------------------------
     def declared(self, i: int, n: str) -> Sub:
@@ -1115,8 +1123,13 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
     doc = SchemaDoc(schema, coerce_one_of=coerce_one_of)
     b = _Builder(doc, ws, property_order)
     root = Sub(schema, "")
-    b.collect(root)
-    top = b.value(root)
-    if top is None:
-        raise SchemaError("schema", "", "the schema admits no value")
-    return b.finish(top)
+    try:
+        b.collect(root)
+        top = b.value(root)
+        if top is None:
+            raise SchemaError("schema", "", "the schema admits no value")
+        return b.finish(top)
+    except RecursionError:
+        raise SchemaError("schema", "", "its sub-schemas nest too deeply to compile: each level of nesting (or of a "
+                          "recursive $ref whose constraints differ from level to level) is a level of the front "
+                          f"end's recursion, and Python's limit of {sys.getrecursionlimit()} was reached") from None

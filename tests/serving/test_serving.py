@@ -297,6 +297,11 @@ class TestHTTPServer:
                                                    "structured_outputs": {"grammar": sentence}}):
             lark.Lark(sentence, parser="lalr").parse(text)
         assert log.read_text().count("cad_outlines: compiling grammar (JSON Schema") == 3  # PET, compact, json_object
+        # keys in any order (vllm_xargs: no request field says it); '"' and '}' biased so that objects end
+        for text in texts("/v1/completions", {**prompt, "n": 2, "seed": 8, "max_tokens": 200, "logit_bias": quote_brace,
+                                              "vllm_xargs": {"cad_json_schema": json.dumps(PET),
+                                                             "cad_property_order": "any"}}):
+            jsonschema.validate(json.loads(text), PET)
         for body, words in [  # refused, naming the field; never decoded unconstrained
             ({**chat, "structured_outputs": {"grammar": "root ::= [a-z]+"}}, ["structured_outputs.grammar"]),  # GBNF
             ({**chat, "response_format": {"type": "structural_tag", "format": {"type": "any_text"}}},
@@ -304,6 +309,8 @@ class TestHTTPServer:
             ({**prompt, "structured_outputs": {"json": PET, "whitespace_pattern": "[ "}},
              ["structured_outputs.whitespace_pattern is not a valid regex"]),
             ({**prompt, "structured_outputs": {"regex": "a"}, "vllm_xargs": {"cad_grammar": "json"}}, ["not both"]),
+            ({**prompt, "vllm_xargs": {"cad_json_schema": json.dumps(PET), "cad_property_order": "sorted"}},
+             ["cad_property_order must be one of"]),
         ]:
             status, answer = post(url, "/v1/chat/completions" if "messages" in body else "/v1/completions", body)
             assert status == 400 and all(w in json.dumps(answer) for w in words), (body, answer)

@@ -29,7 +29,6 @@ only when ``VLLM_PLUGINS`` names it).
 
 import asyncio
 import json
-import logging
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -42,7 +41,6 @@ from ..limits import server_limits, serving_logger
 
 __all__ = ["EDIT_ROUTE", "EditEndpointPlugin", "EditJob", "EditService", "edit_router", "parse_edit_body"]
 
-log = logging.getLogger("cad_outlines.serving")
 
 EDIT_ROUTE = "/v1/cad/edits"
 DEFAULT_MAX_TOKENS = 1024
@@ -207,7 +205,7 @@ class EditService:
             done = True
         except Exception as e:  # the stream has begun: the error is its last line (ServingError: the engine's word)
             done = True
-            log.error("cad_outlines edit failed: %s: %s", type(e).__name__, e)
+            serving_logger().error("cad_outlines edit failed: %s: %s", type(e).__name__, e)
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             yield (json.dumps({"event": "error", "message": message}) + "\n").encode("utf-8")
         finally:

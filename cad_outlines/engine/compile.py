@@ -531,8 +531,7 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
         check_limit("max_grammar_bytes", len(text.encode("utf-8", "surrogatepass")), "JSON Schema")
         h = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
         h.update(repr((whitespace, coerce_one_of, property_order, streamline and not lazy, vocab.content_hash,
-                       _library_version(),
-                       SCHEMA_VERSION, STREAMLINE_VERSION, FLAT_VERSION)).encode())
+                       _library_version(), SCHEMA_VERSION, STREAMLINE_VERSION, FLAT_VERSION)).encode())
         key = h.hexdigest()[:32]
         mkey = f"{key}:{'lazy' if lazy else 'eager'}"
         with _SCHEMAS_LOCK:

@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 
 from ...edits.formats import EDIT_FORMATS, get_format
+from ...engine.frontend.json_schema import PROPERTY_ORDERS
 from ...errors import RequestError
 
 __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
@@ -41,7 +42,6 @@ __all__ = ["ConstraintRequest", "EditSegment", "GrammarSpec", "RequestError"]
 PREFIX = "cad_"
 _WHITESPACE_NOT_LARK = "cad_whitespace belongs to cad_json_schema (a Lark grammar spells its own whitespace)"
 _ORDER_NOT_LARK = "cad_property_order belongs to cad_json_schema (a Lark grammar has no properties)"
-PROPERTY_ORDERS = ("declared", "any")
 _KEYS = {
     "cad_grammar", "cad_grammar_text", "cad_json_schema", "cad_start", "cad_n_lines", "cad_monotonic",
     "cad_program_ids", "cad_session", "cad_stop_at_copy", "cad_stop_at_forced", "cad_script_ids", "cad_tag",

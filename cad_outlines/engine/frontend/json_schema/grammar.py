@@ -885,43 +885,31 @@ class _ObjectProduct(_Product):
         return (nxt,) if self.possible(nxt[2]) else ()
 
     def moves(self, st):
-        if self.any_order:
-            return self._any_order_moves(st)
         return self._own_moves(st) if self.own else self._merged_moves(st)
 
-    def _any_order_moves(self, st):
-        seen, c, failed = st
-        c2 = min(c + 1, self.K)
-        alive = [i for i in self.members if i not in failed]
-        out = []
-        for n in self.G:
-            wants = [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) if self.fits(i, c) else None)
-                     for i in alive]
-            seen2 = seen | {n} if n in self.required else seen
-            for val, hold in self.split(wants, failed):
-                out.append(((self.b.key_symbol(n), val), (seen2, c2, failed | (frozenset(alive) - hold))))
-        for inc, key in self._other_keys(alive):
-            wants = [(i, self.extra(i, None, inc) if self.fits(i, c) else None) for i in alive]
-            for val, hold in self.split(wants, failed):
-                out.append(((key, val), (seen, c2, failed | (frozenset(alive) - hold))))
-        return out
-
     def _merged_moves(self, st):
-        p, c, failed = st
+        """Moves of the merged state: (position in G, or in any order the required names seen; count;
+        leaves that failed). In order, the next declared name, then (past G) the other keys; in any
+        order, every name and the other keys at once."""
+        at, c, failed = st
         c2 = min(c + 1, self.K)
         alive = [i for i in self.members if i not in failed]
         out = []
-        if p < len(self.G):
-            n = self.G[p]
-            wants = [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) if self.fits(i, c) else None)
-                     for i in alive]
+
+        def add(key, wants, nxt):
             for val, hold in self.split(wants, failed):
-                out.append(((self.b.key_symbol(n), val), (p + 1, c2, failed | (frozenset(alive) - hold))))
-            return out
-        for inc, key in self._other_keys(alive):
-            wants = [(i, self.extra(i, None, inc) if self.fits(i, c) else None) for i in alive]
-            for val, hold in self.split(wants, failed):
-                out.append(((key, val), (p, c2, failed | (frozenset(alive) - hold))))
+                out.append(((key, val), (nxt, c2, failed | (frozenset(alive) - hold))))
+
+        if self.any_order:
+            names = [(n, at | {n} if n in self.required else at) for n in self.G]
+        else:
+            names = [(self.G[at], at + 1)] if at < len(self.G) else []
+        for n, nxt in names:
+            add(self.b.key_symbol(n), [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n))
+                                        if self.fits(i, c) else None) for i in alive], nxt)
+        if self.any_order or at >= len(self.G):
+            for inc, key in self._other_keys(alive):
+                add(key, [(i, self.extra(i, None, inc) if self.fits(i, c) else None) for i in alive], at)
         return out
 
     def _own_moves(self, st):

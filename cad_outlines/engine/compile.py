@@ -455,7 +455,7 @@ def _progress_bar():
 _SCHEMAS: dict[str, CompiledGrammar] = {}  # in-process: content key -> compiled (most recent last)
 _SCHEMAS_LOCK = threading.Lock()
 _SCHEMAS_KEPT = 256
-SCHEMA_VERSION = "2"  # bump whenever the JSON Schema front end's grammar for a schema changes
+SCHEMA_VERSION = "3"  # bump whenever the JSON Schema front end's grammar for a schema changes
 
 
 def load_schema(schema) -> object:
@@ -558,10 +558,10 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             spec = lexer = None
             if lazy:  # the lexer's arrays and byte automaton straight from the terminal DFAs
                 with prof.phase("lexer configurations"):
-                    lexer = dfa_automaton_arrays(sg.terminals)
+                    lexer = dfa_automaton_arrays(sg.terminals, sg.groups)
             else:
                 with prof.phase("terminal DFAs"):
-                    spec = lexer_spec_from_dfas(sg.terminals)
+                    spec = lexer_spec_from_dfas(sg.terminals, sg.groups)
             with prof.phase("parse tables"):
                 tables = parse_tables_of(sg.rule_list, {n for n, _ in sg.terminals}, sg.start)
                 if tables.shift_reduce:

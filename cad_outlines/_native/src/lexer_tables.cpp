@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 namespace cad {
 
-LexerArrays lexer_arrays(const std::vector<TerminalView>& terms) {
+LexerArrays lexer_arrays(const std::vector<TerminalView>& terms, const std::vector<int32_t>& groups) {
     LexerArrays a;
     const int32_t k = int32_t(terms.size());
+    if (!groups.empty() && groups.size() != terms.size())
+        throw std::invalid_argument("lexer_automaton: groups has " + std::to_string(groups.size()) + " entries for " +
+                                    std::to_string(terms.size()) + " terminals");
+    auto group = [&](int32_t i) { return groups.empty() ? 0 : groups[size_t(i)]; };
     a.n_terminals = a.n_labels = k;
     // guard runs (LexerSpec.__post_init__): one per distinct block row of a pending accepting
     // state (accepting, some byte blocks it), in order of first appearance
@@ -80,27 +85,38 @@ LexerArrays lexer_arrays(const std::vector<TerminalView>& terms) {
         a.l_starters_off[b + 1] = int64_t(a.l_starters.size());
     }
     // competitors (LexerSpec.competitor_arrays): owner i starting with byte b runs against the
-    // terminals j < i still running after b, unless one of them already accepts on b
-    std::vector<int32_t> killer(256, k);
+    // terminals j < i of its group still running after b, unless one of them already accepts on b
+    std::map<int32_t, std::vector<int32_t>> members;  // group -> its terminals, ascending
+    for (int32_t i = 0; i < k; ++i) members[group(i)].push_back(i);
     std::vector<uint8_t> runs(size_t(k) * 256);
-    for (int32_t j = 0; j < k; ++j)
-        for (int b = 0; b < 256; ++b) {
-            const int32_t g = a.l_first[size_t(j) * 256 + b];
-            const bool accepts = a.l_label[g] >= 0;
-            if (accepts && !a.l_blocked[g] && killer[b] == k) killer[b] = j;
-            runs[size_t(j) * 256 + b] = a.l_live[g] || accepts;
-        }
+    std::vector<int32_t> killer(size_t(k) * 256, k);  // per owner and byte: its group's first terminal accepting
+    for (const auto& [gid, idx] : members) {
+        int32_t first[256];
+        std::fill_n(first, 256, k);
+        for (int32_t j : idx)
+            for (int b = 0; b < 256; ++b) {
+                const int32_t g = a.l_first[size_t(j) * 256 + b];
+                const bool accepts = a.l_label[g] >= 0;
+                if (accepts && !a.l_blocked[g] && first[b] == k) first[b] = j;
+                runs[size_t(j) * 256 + b] = a.l_live[g] || accepts;
+            }
+        for (int32_t j : idx) std::copy_n(first, 256, killer.begin() + size_t(j) * 256);
+    }
     a.l_comp_none.resize(size_t(k) * 256);
     a.l_comp_off.assign(size_t(k) * 256 + 1, 0);
-    for (int32_t i = 0; i < k; ++i)
+    for (int32_t i = 0; i < k; ++i) {
+        const std::vector<int32_t>& idx = members[group(i)];
         for (int b = 0; b < 256; ++b) {
             const size_t ib = size_t(i) * 256 + b;
-            a.l_comp_none[ib] = killer[b] < i;
+            a.l_comp_none[ib] = killer[ib] < i;
             if (!a.l_comp_none[ib])
-                for (int32_t j = 0; j < i; ++j)
+                for (int32_t j : idx) {
+                    if (j >= i) break;
                     if (runs[size_t(j) * 256 + b]) a.l_comp.push_back(a.l_first[size_t(j) * 256 + b]);
+                }
             a.l_comp_off[ib + 1] = int64_t(a.l_comp.size());
         }
+    }
     a.l_ignored.assign(size_t(k), 0);
     return a;
 }

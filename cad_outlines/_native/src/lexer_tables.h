@@ -32,7 +32,8 @@ struct LexerArrays {
 };
 
 // The arrays of terminals `terms` in the lexer's order, terminal i's label i, nothing ignored,
-// no indenter (lexer.py: lexer_spec_from_dfas, then flat_grammar.spec_automaton_arrays' l_*).
-LexerArrays lexer_arrays(const std::vector<TerminalView>& terms);
+// no indenter (lexer.py: lexer_spec_from_dfas, then flat_grammar.spec_automaton_arrays' l_*);
+// `groups` (one per terminal, empty: one group): terminals compete only within their group.
+LexerArrays lexer_arrays(const std::vector<TerminalView>& terms, const std::vector<int32_t>& groups = {});
 
 }  // namespace cad

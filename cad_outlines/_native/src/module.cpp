@@ -167,7 +167,8 @@ using TermDfa = std::tuple<DfaTrans, U8, std::optional<DfaBlock>>;
 // The l_* arrays of terminals given as byte DFAs (lexer_tables.h; each made the lexer's tables as
 // TerminalAutomaton.build makes them), then the byte automaton over them: what
 // flat_grammar.spec_automaton_arrays returns for lexer_spec_from_dfas' spec.
-static nb::dict lexer_automaton_arrays(const std::vector<TermDfa>& terms, size_t max_states) {
+static nb::dict lexer_automaton_arrays(const std::vector<TermDfa>& terms, size_t max_states,
+                                       const std::vector<int32_t>& groups) {
     std::vector<TerminalTables> tables;
     tables.reserve(terms.size());
     std::vector<int32_t> label;
@@ -186,7 +187,7 @@ static nb::dict lexer_automaton_arrays(const std::vector<TermDfa>& terms, size_t
     for (const TerminalTables& t : tables)
         views.push_back(TerminalView{t.m + 1, t.trans.data(), t.label.data(), t.live.data(), t.block.data(),
                                      t.blocked.data(), t.shadow.data()});
-    LexerArrays la = lexer_arrays(views);
+    LexerArrays la = lexer_arrays(views, groups);
     Grammar g;
     g.l_trans = view_of(la.l_trans); g.l_label = view_of(la.l_label); g.l_shadow = view_of(la.l_shadow);
     g.l_dead = view_of(la.l_dead); g.l_auto_off = view_of(la.l_auto_off); g.l_guard = view_of(la.l_guard);
@@ -621,9 +622,11 @@ static void bind_dfa(nb::module_& m) {
 // The lexer's configurations as a byte automaton (byte_automaton.h).
 static void bind_lexer(nb::module_& m) {
     m.def("lexer_automaton", &lexer_automaton_arrays, "terminals"_a, "max_states"_a = size_t(1) << 22,
+          "groups"_a = std::vector<int32_t>{},
           "The l_* arrays of terminals in the lexer's order, each a byte DFA (trans int32 (n, 256) with -1 "
           "dead, accept uint8 (n), block uint8 (n, 256) or None; terminal i labelled i, nothing ignored, no "
-          "indenter), then the byte automaton over them, in one dict (lexer_tables.h).");
+          "indenter; `groups`: one per terminal, those of a group compete, empty: one group), then the byte "
+          "automaton over them, in one dict (lexer_tables.h).");
     m.def("byte_automaton", &byte_automaton_arrays, "arrays"_a, "meta"_a, "max_states"_a = size_t(1) << 22,
           "The lexer's configurations as a byte automaton, with each configuration's entered labels and "
           "end, from a flat grammar's l_* arrays and meta (flat_grammar.flatten_lazy).");

@@ -432,17 +432,18 @@ def _capped(build):
         check_limit("max_lexer_configs", cap + 1, f"lexer (byte automaton states; {e})")
 
 
-def dfa_automaton_arrays(terminals) -> tuple[dict[str, np.ndarray], dict]:
+def dfa_automaton_arrays(terminals, groups=None) -> tuple[dict[str, np.ndarray], dict]:
     """:func:`spec_automaton_arrays` of :func:`~.lexer.lexer_spec_from_dfas`'s spec for `terminals`
-    (``(name, byte DFA)`` pairs in the lexer's order), built in one call to the native core
-    (``_native/src/lexer_tables.cpp``) from the DFAs' arrays: the same arrays, without a
-    :class:`~.lexer.LexerSpec`."""
+    (``(name, byte DFA)`` pairs in the lexer's order; `groups`: which compete, None: all), built in one
+    call to the native core (``_native/src/lexer_tables.cpp``) from the DFAs' arrays: the same arrays,
+    without a :class:`~.lexer.LexerSpec`."""
     from ..._native import core
 
     tables = [(np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept).view(np.uint8),
                None if dfa.block is None else np.ascontiguousarray(dfa.block).view(np.uint8))
               for _, dfa in terminals]
-    out = _capped(lambda cap: core().lexer_automaton(tables, **cap))
+    grp = [] if groups is None else [int(x) for x in groups]
+    out = _capped(lambda cap: core().lexer_automaton(tables, groups=grp, **cap))
     k = len(terminals)
     meta = dict(n_terminals=k, indent_label=-1, indent_owner=-1, tab_len=8, n_labels=k,
                 label_names=[name for name, _ in terminals])

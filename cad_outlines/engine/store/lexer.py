@@ -122,13 +122,20 @@ class TerminalAutomaton:
 @dataclass
 class LexerSpec:
     """Everything the lexer needs: terminal automata in lark's order, label names,
-    which labels are ignored, and the first-byte competitor table."""
+    which labels are ignored, and the first-byte competitor table.
+
+    ``groups`` (one int per terminal; None: all in one group, lark's rule): terminals compete
+    only with the terminals of their own group. A terminal alone in its group is lexed as its
+    own longest match, whatever other terminals match: a front end whose parser tells the
+    terminals apart (JSON Schema: a value position admits one class) needs no competition
+    there, and no run of another terminal beside each of its lexemes."""
 
     automata: list[TerminalAutomaton]
     labels: list[str]
     ignored: frozenset[int]
     indent_label: int | None = None  # the indenter's NEWLINE label, whose value it reads
     tab_len: int = 8
+    groups: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         k = self.n_terminals = len(self.automata)
@@ -161,16 +168,23 @@ class LexerSpec:
             self.indent_owner = owners[0]
         # first[i][b]: owner i's state after first byte b (dead if it cannot start so)
         self.first = np.stack([a.trans[0] for a in autos]) if k else np.zeros((0, 256), np.int32)
-        # For owner i starting with byte b, the competitors are the terminals j < i still
-        # running after b, unless one of them already accepts (lark would pick it): as
+        # For owner i starting with byte b, the competitors are the terminals j < i of its group
+        # still running after b, unless one of them already accepts (lark would pick it): as
         # arrays over (j, b), `first_kills` (j accepts on b) and `first_runs` (j runs on).
         first_all = self.first + off[:k, None]
         label0, blocked0, live0 = label_all[first_all], blocked_all[first_all], live_all[first_all]
         self.first_kills = (label0 >= 0) & ~blocked0
         self.first_runs = live0 | (label0 >= 0)
-        # the first terminal that accepts on byte b (k: none): owners after it never start on b
-        self.first_killer = np.where(self.first_kills.any(axis=0), self.first_kills.argmax(axis=0), k) if k else \
-            np.zeros(256, np.int64)
+        self.group = np.zeros(k, np.int64) if self.groups is None else np.asarray(self.groups, dtype=np.int64)
+        if self.group.shape != (k,):
+            raise ValueError(f"groups has {self.group.shape[0]} entries for {k} terminals")
+        # per group, its terminals (ascending); per owner and byte, the first terminal of its group
+        # that accepts on the byte (k: none): owners after it never start on it
+        self.members = [np.flatnonzero(self.group == g_) for g_ in np.unique(self.group)]
+        self.first_killer = np.full((k, 256), k, dtype=np.int64)
+        for idx in self.members:
+            kills = self.first_kills[idx]
+            self.first_killer[idx] = np.where(kills.any(axis=0), idx[kills.argmax(axis=0)], k)[None, :]
         dead = (off[1:] - off[:-1] - 1).astype(np.int32)  # each terminal's sink, its last state
         bs, js = np.nonzero((self.first != dead[:, None]).T)  # byte-major, terminals ascending
         bounds = [0, *itertools.accumulate(np.bincount(bs, minlength=256).tolist())]
@@ -179,33 +193,47 @@ class LexerSpec:
 
     @functools.cached_property
     def competitors(self) -> list[list[tuple[tuple[int, int], ...] | None]]:
-        """``competitors[i][b]``: the (terminal, state) runs of the terminals j < i still
-        running after first byte b, or None if one of them already accepts."""
-        k = self.n_terminals
-        runs = [[(j, int(self.first[j, b])) for j in np.flatnonzero(self.first_runs[:, b]).tolist()]
-                for b in range(256)]
-        cum = np.cumsum(self.first_runs, axis=0) - self.first_runs  # runs among j < i
-        return [[None if self.first_killer[b] < i else tuple(runs[b][: cum[i, b]]) for b in range(256)]
-                for i in range(k)]
+        """``competitors[i][b]``: the (terminal, state) runs of the terminals j < i of i's group
+        still running after first byte b, or None if one of them already accepts."""
+        out: list[list] = [[] for _ in range(self.n_terminals)]
+        for idx in self.members:
+            for b in range(256):
+                runs = [(int(j), int(self.first[j, b])) for j in idx if self.first_runs[j, b]]
+                n = 0  # runs among the group's terminals before i
+                for i in idx.tolist():
+                    out[i].append(None if self.first_killer[i, b] < i else tuple(runs[:n]))
+                    n += bool(self.first_runs[i, b])
+        return out
 
     def competitor_arrays(self, off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:attr:`competitors` as flat arrays with global states (``off``: each terminal's
         first global state): (none flag per owner * 256 + byte, CSR offsets, runs sorted)."""
         k = self.n_terminals
-        none = (self.first_killer[None, :] < np.arange(k)[:, None]).reshape(-1)  # (k * 256,)
-        cum = np.cumsum(self.first_runs, axis=0) - self.first_runs  # (k, 256): runs among j < i
-        lengths = np.where(none, 0, cum.reshape(-1)).astype(np.int64)
+        none = (self.first_killer < np.arange(k)[:, None]).reshape(-1)  # (k * 256,)
+        if len(self.members) <= 1:  # one group (lark's rule): vectorised
+            cum = np.cumsum(self.first_runs, axis=0) - self.first_runs  # (k, 256): runs among j < i
+            lengths = np.where(none, 0, cum.reshape(-1)).astype(np.int64)
+            offs = np.zeros(k * 256 + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offs[1:])
+            # per byte, the global states of the running terminals in order of j (so sorted)
+            bs, js = np.nonzero(self.first_runs.T)  # byte-major (b, j) pairs, j ascending per byte
+            glob = (np.asarray(off[:k], dtype=np.int64)[js] + self.first[js, bs]).astype(np.int32)
+            base = np.zeros(257, dtype=np.int64)
+            np.cumsum(np.bincount(bs, minlength=256), out=base[1:])
+            b_of = np.tile(np.arange(256), k)
+            start = np.repeat(base[b_of] - offs[:-1], lengths)
+            data = glob[start + np.arange(int(offs[-1]))] if offs[-1] else np.zeros(0, np.int32)
+            return none.astype(np.uint8), offs, data.astype(np.int32)
         offs = np.zeros(k * 256 + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offs[1:])
-        # per byte, the global states of the running terminals in order of j (so sorted)
-        bs, js = np.nonzero(self.first_runs.T)  # byte-major (b, j) pairs, j ascending per byte
-        glob = (np.asarray(off[:k], dtype=np.int64)[js] + self.first[js, bs]).astype(np.int32)
-        base = np.zeros(257, dtype=np.int64)
-        np.cumsum(np.bincount(bs, minlength=256), out=base[1:])
-        b_of = np.tile(np.arange(256), k)
-        start = np.repeat(base[b_of] - offs[:-1], lengths)
-        data = glob[start + np.arange(int(offs[-1]))] if offs[-1] else np.zeros(0, np.int32)
-        return none.astype(np.uint8), offs, data.astype(np.int32)
+        data: list[int] = []
+        comp = self.competitors
+        for i in range(k):
+            for b in range(256):
+                runs = comp[i][b]
+                if runs:
+                    data.extend(int(off[j]) + s for j, s in runs)
+                offs[i * 256 + b + 1] = len(data)
+        return none.astype(np.uint8), offs, np.asarray(data, dtype=np.int32)
 
 
 @dataclass(frozen=True)
@@ -445,11 +473,12 @@ def lexer_spec_from_lark(lk: lark.Lark) -> LexerSpec:
                      tab_len=getattr(postlex, "tab_len", 8))
 
 
-def lexer_spec_from_dfas(terminals) -> LexerSpec:
+def lexer_spec_from_dfas(terminals, groups: Sequence[int] | None = None) -> LexerSpec:
     """The :class:`LexerSpec` of terminals given as byte DFAs in the lexer's order (``(name, dfa)``
     pairs, each DFA with ``trans``, ``accept`` and an optional ``block``; no "unless" retyping, nothing
     ignored): how a front end that builds its own automata (JSON Schema) hands them over. Each
-    terminal's automaton is built once per DFA object (cached) and relabelled per grammar."""
+    terminal's automaton is built once per DFA object (cached) and relabelled per grammar. `groups`:
+    which terminals compete (:class:`LexerSpec`)."""
     automata = []
     labels = []
     for i, (name, dfa) in enumerate(terminals):
@@ -462,7 +491,7 @@ def lexer_spec_from_dfas(terminals) -> LexerSpec:
         auto = base[1]
         automata.append(dataclasses.replace(auto, name=name, label=np.where(auto.label >= 0, i, -1).astype(np.int32)))
         labels.append(name)
-    return LexerSpec(automata, labels, frozenset())
+    return LexerSpec(automata, labels, frozenset(), groups=groups)
 
 
 _AUTOMATA: dict[int, tuple] = {}  # id(ByteDFA) -> (the DFA, its TerminalAutomaton with label 0)

@@ -45,15 +45,21 @@ SCHEMAS = [
                {"type": "object", "additionalProperties": {"type": "boolean"}}]},
     {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}, "n": {"type": "number",
      "multipleOf": 0.5}}, "patternProperties": {"^x-": {"type": "null"}}},
+    # string and number atoms (a check: the families are closed) beside whole classes
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3, "not": {"enum": ["ab"]}},
+     "b": {"oneOf": [{"type": "integer", "minimum": 3}, {"type": "number", "maximum": 5}]},
+     "c": {"type": "string", "pattern": "^[a-c]+$"}}},
 ]
 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
 @pytest.mark.parametrize("whitespace", ["outlines", "flexible"])
-def test_native_lexer_arrays_equal_the_lexer_spec(schema, whitespace):
+@pytest.mark.parametrize("grouped", [True, False])
+def test_native_lexer_arrays_equal_the_lexer_spec(schema, whitespace, grouped):
     sg = build_grammar(schema, whitespace=whitespace)
-    ref, ref_meta = spec_automaton_arrays(lexer_spec_from_dfas(sg.terminals))
-    got, meta = dfa_automaton_arrays(sg.terminals)
+    groups = sg.groups if grouped else None
+    ref, ref_meta = spec_automaton_arrays(lexer_spec_from_dfas(sg.terminals, groups))
+    got, meta = dfa_automaton_arrays(sg.terminals, groups)
     assert set(got) == set(ref)
     for k in ref:
         assert got[k].dtype == ref[k].dtype and np.array_equal(got[k], ref[k]), k
@@ -68,3 +74,59 @@ def test_the_native_lexer_is_bounded_by_max_lexer_configs():
     with enforcing(Limits(max_lexer_configs=20)), pytest.raises(ResourceLimitError) as info:
         dfa_automaton_arrays(sg.terminals)
     assert info.value.limit == "max_lexer_configs"
+
+
+def test_schema_grammars_group_atoms_and_lex_whole_classes_alone():
+    """A family's atoms compete in one group; whole classes and punctuation each lex alone."""
+    sg = build_grammar(SCHEMAS[3], whitespace="compact")
+    names = [n for n, _ in sg.terminals]
+    by_group: dict[int, list[str]] = {}
+    for n, g in zip(names, sg.groups):
+        by_group.setdefault(g, []).append(n)
+    kinds = {tuple(sorted({n.rstrip("0123456789") for n in ns})) for ns in by_group.values() if len(ns) > 1}
+    assert kinds == {("KEY",), ("STR",), ("NUM",)}
+    assert all(len(ns) == 1 for ns in by_group.values() if ns[0].startswith(("W", "L", "R", "C")))
+    # a plain property ("c") is one whole class: no string atoms for it
+    assert any(n.startswith("WSTR") for n in names)
+    # a schema with no check: only keys compete, its values are whole classes
+    sg = build_grammar(SCHEMAS[0], whitespace="compact")
+    names = [n for n, _ in sg.terminals]
+    assert {n for n, g in zip(names, sg.groups) if g == 0} == {n for n in names if n.startswith("KEY")}
+    assert not any(n.startswith(("STR", "NUM")) for n in names)
+    # name, the enum of tags, and any string (additional properties); age and any number
+    assert sum(n.startswith("WSTR") for n in names) == 3 and sum(n.startswith("WNUM") for n in names) == 2
+
+
+def _lex(groups, text: bytes):
+    from cad_outlines.engine.frontend.automata import regex_to_dfa
+    from cad_outlines.engine.reference.lexer_run import run_lexer
+    from cad_outlines.engine.store.lexer import Lexer
+
+    spec = lexer_spec_from_dfas([("A", regex_to_dfa("ab")), ("B", regex_to_dfa("abc"))], groups)
+    lexer = Lexer(spec)
+    return sorted({(e, lexer.final_labels(c) is not None) for c, e, _ in run_lexer(lexer, lexer.initial, text)})
+
+
+def test_terminals_compete_only_within_their_group():
+    # one group (lark's basic lexer): "ab" is A's, and lark never tries B after A matched
+    assert _lex(None, b"abc") == []
+    assert _lex([0, 0], b"ab") == [((0,), True)]
+    # apart: each terminal is its own longest match, whatever the other matches
+    assert _lex([0, 1], b"abc") == [((1,), True)]
+    assert _lex([0, 1], b"ab") == [((), False), ((0,), True)]
+    assert _lex([5, 7], b"abc") == _lex([0, 1], b"abc")
+    with pytest.raises(ValueError, match="groups"):
+        lexer_spec_from_dfas([("A", _dfa("a"))], [0, 1])
+
+
+def _dfa(rx: str):
+    from cad_outlines.engine.frontend.automata import regex_to_dfa
+    return regex_to_dfa(rx)
+
+
+def test_native_lexer_tables_check_the_groups():
+    from cad_outlines._native import core
+    dfa = _dfa("a")
+    tables = [(np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept).view(np.uint8), None)]
+    with pytest.raises(ValueError, match="groups"):
+        core().lexer_automaton(tables, groups=[0, 1])

@@ -11,10 +11,16 @@ conjunctions (:class:`~.schema.Basic` without checks). A union (``anyOf``, ``typ
 an OR of literal leaves. A grammar position asks for the values whose acceptance vector over some
 sub-schemas is a given one (:meth:`_Builder.region`: "accepted by these, rejected by those").
 
-- **Scalars**: each kind of lexeme (keys, string values, numbers) has a family of classes closed under
-  intersection (:mod:`.lexicon`), so every lexeme belongs to exactly one *atom* (a terminal), and each
-  atom is inside or outside each leaf's class. A position admits the atoms whose leaf acceptance makes
-  the formula hold. The families are closed before any rule is written (:meth:`_Builder.collect`).
+- **Scalars**: where a position admits the values of a union of leaves (a property's schema, ``anyOf``
+  of scalars), it admits each leaf's class as a *whole* terminal, its own automaton, lexed apart from
+  every other terminal (``SchemaGrammar.groups``): the parser, not the lexer, tells the classes apart,
+  so inside a string value only that value's class runs. Where a position must tell the leaves apart
+  (``not``, overlapping ``oneOf``, values left out, object keys, a property read by several leaves), each
+  kind of lexeme (keys, string values, numbers) has a family of classes closed under intersection
+  (:mod:`.lexicon`), whose *atoms* compete under the basic lexer's rule, so every lexeme belongs to
+  exactly one atom, and each atom is inside or outside each leaf's class; such a position admits the
+  atoms whose leaf acceptance makes the formula hold. Keys are closed before any rule is written
+  (:meth:`_Builder.collect`); string values and numbers on the first position that needs their atoms.
 - **Objects and arrays** are read by a *product*: one pass over the members tracks every leaf at once
   (its position among its declared properties, the property count, whether it still holds), so a
   union of objects that share a prefix is decided where the texts differ, not at the first key (an
@@ -78,6 +84,7 @@ class SchemaGrammar:
     rule_list: list[tuple[str, tuple[str, ...]]]
     terminals: list[tuple[str, ByteDFA]]
     start: str
+    groups: tuple[int, ...] | None = None  # per terminal: which compete under the basic lexer's rule (LexerSpec)
 
     @functools.cached_property
     def rules(self) -> list:
@@ -155,6 +162,22 @@ def _eval3(f, true, false):
     if yes > 1 or yes + unknown == 0:
         return False
     return True if yes == 1 and unknown == 0 else None
+
+
+def _dnf_leaves(forms, cap: int = 64) -> list[int] | None:
+    """The leaves of formulas that are all one OR of single leaves (the values any one of the leaves
+    accepts), or None (a conjunction, a constant, a check, or more than `cap` leaves)."""
+    out: dict[int, None] = {}
+    if len(forms) != 1:
+        return None
+
+    def walk(f) -> bool:
+        if f[0] == "v":
+            out[f[1]] = None
+            return len(out) <= cap
+        return f[0] == "or" and all(walk(g) for g in f[1])
+
+    return list(out) if walk(forms[0]) else None
 
 
 def _monotone(f) -> bool:
@@ -235,6 +258,7 @@ class _Builder:
         self._forms: dict[str, tuple] = {}
         self._forming: set[str] = set()
         self._atoms: dict = {}
+        self.wholes: dict[tuple, None] = {}  # (kind, class) of the whole-class terminals, in first use order
         self._splits: dict = {}
         self._pending: list = []
 
@@ -351,10 +375,11 @@ class _Builder:
                 self.keys.add(StrClass(patterns=(p,)))
         return lf
 
-    # -- the families, closed before any rule is written ------------------------------------
+    # -- the families ------------------------------------------------------------------------
     def collect(self, root: Sub) -> None:
         """Every leaf reachable from `root` (through properties, items and checks) described, so its
-        classes are in the families; then the families are closed."""
+        classes are in the families; then the key family is closed (the others when their atoms are
+        first needed: most schemas never need them)."""
         self.strs.add(_GENERIC)
         self.nums.add(_NUMBER)
         self.keys.add(_GENERIC)
@@ -376,15 +401,39 @@ class _Builder:
                 todo.extend(s for s in (b.additional, b.items) if s is not None)
             if not len(seen) & 255:
                 check_deadline("JSON Schema sub-schemas")
-        for fam in (self.keys, self.strs, self.nums):
-            fam.close()
+        self.keys.close()  # string values and numbers: on first need of their atoms (_atom_set)
 
     def _atom_set(self, fam: Family, c, minus=None) -> frozenset[int]:
         key = (fam.kind, c, minus)
         got = self._atoms.get(key)
         if got is None:
+            if not fam.closed:
+                fam.close()
             got = self._atoms[key] = frozenset(fam.alternatives(c, minus))
         return got
+
+    def _wholes(self, t: _Target, kind: str, attr: str) -> tuple | None:
+        """The whole-class symbol of a monotone target's `kind` scalars when they are a union of its
+        leaves' own classes (each leaf alone holds the target, and none leaves values out), else None
+        (the atoms of a closed family are needed). A whole class is one terminal of its own, lexed apart
+        from every other: a value position that admits it needs no run of the family's other classes
+        beside each lexeme."""
+        terms = _dnf_leaves(t.forms)
+        if terms is None:
+            return None
+        classes: dict = {}
+        for term in terms:
+            items = getattr(self.leaves[term], attr)
+            for item in items:
+                c, minus = item if kind == "str" else (item, None)
+                if minus:
+                    return None
+                classes[c] = None
+        if not classes:
+            return ()
+        for c in classes:
+            self.wholes.setdefault((kind, c), None)
+        return ("wholes", kind, tuple(classes))
 
     # -- values ---------------------------------------------------------------------------
     def value(self, sub: Sub) -> str | None:
@@ -425,6 +474,11 @@ class _Builder:
             if t.holds({i for i, lf in leaves if getattr(lf, attr)}):
                 out.append((term,))
         for kind, fam, attr in (("str", self.strs, "strs"), ("num", self.nums, "nums")):
+            whole = self._wholes(t, kind, attr)
+            if whole is not None:
+                if whole:
+                    out.append((whole,))
+                continue
             per = self._leaf_atoms(kind, fam, attr, leaves)
             cands = set().union(*per.values()) if per else set()
             keep = frozenset(a for a in cands if t.holds({i for i, s in per.items() if a in s}))
@@ -578,14 +632,28 @@ class _Builder:
         self.flush()
         names: dict[tuple, str] = {}
         terminals: list[tuple[str, ByteDFA]] = []
-        for kind, fam in (("key", self.keys), ("str", self.strs), ("num", self.nums)):
+        groups: list[int] = []
+        # a closed family's atoms compete (the basic lexer's rule: a lexeme is its smallest class), each
+        # family in a group of its own; a family no position asked atoms of has none
+        for g, (kind, fam) in enumerate((("key", self.keys), ("str", self.strs), ("num", self.nums))):
+            if not fam.closed:
+                continue
             for i in fam.order:
                 c = fam.classes[i]
                 names[(kind, i)] = f"{kind.upper()}{len(names)}"
                 terminals.append((names[(kind, i)], key_dfa(c, self.ws) if kind == "key" else fam.dfa(c)))
+                groups.append(g)
+        # whole classes and punctuation: each lexed alone (a group of its own)
+        for kind, c in self.wholes:
+            names[("whole", kind, c)] = f"W{kind.upper()}{len(names)}"
+            terminals.append((names[("whole", kind, c)], self.strs.dfa(c) if kind == "str" else self.nums.dfa(c)))
+            groups.append(len(groups) + 3)
         punct = punctuation(self.ws)
         used = {s for _, rhs in self.rules for s in rhs if isinstance(s, str) and s in punct}
-        terminals += [(p, punct[p]) for p in punct if p in used]
+        for p in punct:
+            if p in used:
+                terminals.append((p, punct[p]))
+                groups.append(len(groups) + 3)
         rules: list = []
         made: dict = {}
         term_names = {t for t, _ in terminals}
@@ -595,8 +663,11 @@ class _Builder:
                 return x
             got = made.get(x)
             if got is None:
-                _, kind, atoms = x
-                alts = [names[(kind, i)] for i in sorted(atoms)]
+                if x[0] == "wholes":
+                    alts = [names[("whole", x[1], c)] for c in x[2]]
+                else:
+                    _, kind, atoms = x
+                    alts = [names[(kind, i)] for i in sorted(atoms)]
                 if len(alts) == 1:
                     got = alts[0]
                 else:
@@ -611,7 +682,7 @@ class _Builder:
             raise SchemaError("schema", "", "the schema admits no value")
         check_limit("max_rules", len(all_rules), "JSON Schema grammar")
         check_limit("max_terminals", len(terminals), "JSON Schema grammar")
-        return SchemaGrammar(all_rules, terminals, "start")
+        return SchemaGrammar(all_rules, terminals, "start", tuple(groups))
 
 
 @dataclass

@@ -1,8 +1,12 @@
 """The terminals of a schema's grammar: string, key and number classes made exact under lark's basic
 lexer.
 
-The basic lexer picks, at each position, the FIRST terminal in its order that matches, whatever the
-parser expects. Two terminals whose languages overlap (a property's name and a string value, a
+Most value positions need none of this: they admit a class as a whole terminal lexed on its own
+(:mod:`.grammar`, ``SchemaGrammar.groups``). The families below are for the positions that must tell
+classes apart, and for object keys; their terminals compete in one lexer group each.
+
+Within a group, the basic lexer picks, at each position, the FIRST terminal in its order that matches,
+whatever the parser expects. Two terminals whose languages overlap (a property's name and a string value, a
 ``pattern`` string and any string, ``minimum: 0`` and ``maximum: 9`` integers) would make the
 lexer's choice wrong for one of the positions. So each kind of lexeme (object keys, string values,
 numbers) has a *family* of classes (sets of lexemes), closed under the intersection of any two that

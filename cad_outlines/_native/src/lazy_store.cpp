@@ -39,6 +39,8 @@ static int32_t indent_step(int32_t acc, int b, int32_t tab) {
 LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie)
     : g_(g), a_(a), trie_(std::move(trie)), stays_(new std::atomic<uint64_t>[g.n_configs()]) {
     for (size_t i = 0; i < g.n_configs(); ++i) stays_[i].store(0, std::memory_order_relaxed);
+    budget_.reset(new std::atomic<int32_t>[g.n_configs()]);
+    for (size_t i = 0; i < g.n_configs(); ++i) budget_[i].store(INT32_MIN, std::memory_order_relaxed);
     for (int c = 0; c < 256; ++c) class_of_[c] = byte_class(uint8_t(c));
     for (int c = 0; c < 256; ++c) ++class_off_[__builtin_ctzll(class_of_[c]) + 1];
     for (int k = 0; k < 64; ++k) class_off_[k + 1] += class_off_[k];
@@ -238,6 +240,7 @@ void LazyStore::walk(Walk& w) const {
     w.front_items.clear();
     w.moves.clear();
     w.walked = 0;
+    w.plain_takes = 0;
     w.at_depth.resize(size_t(trie_->max_depth) + 1);
     w.probe.assign(1, Item{w.state, w.acc, w.absolute, 0});
     walk_below(w, trie_->first_child[w.first_byte], intern_front(w, w.probe));
@@ -249,7 +252,7 @@ void LazyStore::walk_below(Walk& w, int32_t node, int32_t f) const {
     w.at_depth[size_t(t.depth[node])] = f;
     record(w, t.tok_off[node], t.tok_off[node + 1], f);
     const int32_t end = t.subtree_end[node];
-    if (end > node + 1 && settled(w, f, t.below[node])) {
+    if (end > node + 1 && (settled(w, f, t.below[node]) || (plain_whole(w, f, node) && ++w.plain_takes))) {
         record(w, t.tok_off[node + 1], t.tok_off[end], f);
         w.walked += size_t(end - node - 1);
         return;
@@ -265,7 +268,7 @@ void LazyStore::walk_below(Walk& w, int32_t node, int32_t f) const {
         record(w, t.tok_off[i], t.tok_off[i + 1], f2);
         // the same hypotheses at every node below: the subtree's tokens are theirs at once
         const int32_t stop = t.subtree_end[i];
-        if (stop > i + 1 && settled(w, f2, t.below[i])) {
+        if (stop > i + 1 && (settled(w, f2, t.below[i]) || (plain_whole(w, f2, i) && ++w.plain_takes))) {
             record(w, t.tok_off[i + 1], t.tok_off[stop], f2);
             w.walked += size_t(stop - i - 1);  // as if walked node by node
             i = stop;
@@ -273,6 +276,128 @@ void LazyStore::walk_below(Walk& w, int32_t node, int32_t f) const {
         }
         ++i;
     }
+}
+
+bool LazyStore::plain_whole(Walk& w, int32_t f, int32_t node) const {
+    if (!canon_on_) return false;  // the eager store numbers the states tokens end in
+    const int32_t need = trie_->plain_chars_below[size_t(node)];
+    if (need < 0) return false;
+    const Walk::Front& fr = w.fronts[size_t(f)];
+    for (int32_t n = 0; n < fr.len; ++n)
+        if (plain_budget(w.front_items[size_t(fr.off + n)].state) < need) return false;
+    return true;
+}
+
+int32_t LazyStore::plain_budget(int32_t q) const {
+    const int32_t got = budget_[size_t(q)].load(std::memory_order_acquire);
+    if (got != INT32_MIN) return got;
+    const int32_t owner = g_.c_owner[size_t(q)];
+    if (owner < 0 || owner >= g_.n_terminals || owner == g_.indent_owner || a_.in_nl[size_t(q)] ||
+        g_.c_cons_off[size_t(q) + 1] != g_.c_cons_off[size_t(q)]) {
+        budget_[size_t(q)].store(-1, std::memory_order_release);
+        return -1;
+    }
+    std::lock_guard<std::mutex> lk(budget_mu_);
+    if (budget_[size_t(q)].load(std::memory_order_acquire) == INT32_MIN) plain_budgets(owner);
+    return budget_[size_t(q)].load(std::memory_order_acquire);
+}
+
+void LazyStore::plain_budgets(int32_t owner) const {
+    const int32_t off = g_.l_auto_off[size_t(owner)];
+    const int32_t n = g_.l_auto_off[size_t(owner) + 1] - off;
+    auto tr = [&](int32_t s, int b) { return g_.l_trans[size_t(off + s) * 256 + size_t(b)] - off; };
+    auto good = [&](int32_t s) { return g_.l_live[size_t(off + s)] && g_.l_label[size_t(off + s)] < 0; };
+    // one label for all its accepting states (no "unless" retyping): a live state's entered labels
+    // are that one, wherever in the lexeme it is
+    int32_t label = -1;
+    for (int32_t s = 0; s < n; ++s) {
+        const int32_t l = g_.l_label[size_t(off + s)];
+        if (l < 0) continue;
+        if (label >= 0 && l != label) {
+            for (size_t c = 0; c < g_.n_configs(); ++c)
+                if (g_.c_owner[c] == owner) budget_[c].store(-1, std::memory_order_release);
+            return;
+        }
+        label = l;
+    }
+    // the bytes of the terminal in columns (bytes that every state treats alike), and each plain
+    // character's byte ranges (plain_step in vocab_trie.cpp): a character is read on one byte of each
+    // column it meets
+    std::vector<int> col_rep(256, -1);
+    std::vector<int> col_of(256);
+    {
+        std::vector<uint64_t> h(256, 1469598103934665603ull);
+        for (int32_t s = 0; s < n; ++s)
+            for (int b = 0; b < 256; ++b) h[size_t(b)] = (h[size_t(b)] ^ uint64_t(uint32_t(tr(s, b)))) * 1099511628211ull;
+        for (int b = 0; b < 256; ++b) {
+            col_of[size_t(b)] = b;
+            for (int c = 0; c < b; ++c)
+                if (col_of[size_t(c)] == c && h[size_t(c)] == h[size_t(b)]) {
+                    bool same = true;
+                    for (int32_t s = 0; s < n && same; ++s) same = tr(s, b) == tr(s, c);
+                    if (same) {
+                        col_of[size_t(b)] = c;
+                        break;
+                    }
+                }
+        }
+    }
+    static const uint8_t shapes[][4][2] = {
+        {{0x20, 0x21}}, {{0x23, 0x5B}}, {{0x5D, 0x7F}},
+        {{0xC2, 0xDF}, {0x80, 0xBF}},
+        {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}}, {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}}, {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}}, {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}}};
+    static const int shape_len[] = {1, 1, 1, 2, 3, 3, 3, 3, 4, 4, 4};
+    // each state's successors after one plain character; `bad`: some character leaves it dead or finished
+    std::vector<int32_t> succ_off(size_t(n) + 1, 0), succ;
+    std::vector<uint8_t> bad(size_t(n), 0);
+    std::vector<int32_t> cur, nxt;
+    for (int32_t s = 0; s < n; ++s) {
+        const size_t start = succ.size();
+        for (int k = 0; k < 11 && !bad[size_t(s)]; ++k) {
+            cur.assign(1, s);
+            for (int j = 0; j < shape_len[k] && !bad[size_t(s)]; ++j) {
+                nxt.clear();
+                for (int32_t x : cur)
+                    for (int b = shapes[k][j][0]; b <= shapes[k][j][1]; ++b) {
+                        if (col_of[size_t(b)] != b && col_of[size_t(b)] >= shapes[k][j][0]) continue;  // column seen
+                        const int32_t y = tr(x, b);
+                        if (!good(y)) {
+                            bad[size_t(s)] = 1;
+                            break;
+                        }
+                        if (std::find(nxt.begin(), nxt.end(), y) == nxt.end()) nxt.push_back(y);
+                    }
+                cur.swap(nxt);
+            }
+            if (!bad[size_t(s)])
+                for (int32_t y : cur)
+                    if (std::find(succ.begin() + int64_t(start), succ.end(), y) == succ.end()) succ.push_back(y);
+        }
+        succ_off[size_t(s) + 1] = int32_t(succ.size());
+    }
+    // budget: characters before some character can go wrong (shortest path to a bad state, less
+    // one), by a breadth-first search back from the bad states; unreachable: unbounded
+    std::vector<std::vector<int32_t>> pred(static_cast<size_t>(n));
+    for (int32_t s = 0; s < n; ++s)
+        for (int32_t e = succ_off[size_t(s)]; e < succ_off[size_t(s) + 1]; ++e) pred[size_t(succ[size_t(e)])].push_back(s);
+    constexpr int32_t UNBOUNDED = 1 << 30;
+    std::vector<int32_t> budget(size_t(n), UNBOUNDED), queue;
+    for (int32_t s = 0; s < n; ++s)
+        if (bad[size_t(s)]) budget[size_t(s)] = 0, queue.push_back(s);
+    for (size_t qi = 0; qi < queue.size(); ++qi) {
+        const int32_t y = queue[qi];
+        for (int32_t x : pred[size_t(y)])
+            if (budget[size_t(x)] == UNBOUNDED) budget[size_t(x)] = budget[size_t(y)] + 1, queue.push_back(x);
+    }
+    for (size_t c = 0; c < g_.n_configs(); ++c)
+        if (g_.c_owner[c] == owner) {
+            int32_t v = -1;
+            if (g_.c_cons_off[c + 1] == g_.c_cons_off[c] && !a_.in_nl[c]) v = budget[size_t(g_.c_state[c] - off)];
+            budget_[c].store(v, std::memory_order_release);
+        }
 }
 
 bool LazyStore::pure(int32_t s) const {
@@ -408,6 +533,7 @@ bool LazyStore::delegate(Walk& w, int32_t node, int32_t f) const {
 }
 
 void LazyStore::keep(Walk& w) {
+    n_plain_ += w.plain_takes;
     local_.assign(w.emitted.size(), 0);
     for (size_t l = 1; l < w.emitted.size(); ++l)  // a parent's id is below its children's
         local_[l] = extend(local_[w.emitted[l].first], w.emitted[l].second);
@@ -539,8 +665,15 @@ size_t LazyStore::prepare(int32_t q) {
             } else if (a_.lab[e] >= 0) {
                 lead = a_.lab[e];
             }
-            const int32_t nxt = a_.nxt[e];
+            int32_t nxt = a_.nxt[e];
             if (!a_.in_nl[nxt]) acc = 0, absolute = false;
+            // inside a lexeme going on (a string's next position): where positions repeat; a lexeme's
+            // start is met once per configuration, and its terminal's refinement would cost the first mask
+            if (canon_on_ && g_.c_owner[size_t(q)] >= 0 && g_.c_owner[size_t(nxt)] == g_.c_owner[size_t(q)]) {
+                const int32_t c = canonical(nxt, trie_->max_len_from[b] - 1);
+                n_canonical_ += c != nxt;
+                nxt = c;
+            }
             // the walk of the tokens after b from that hypothesis, memoised
             const uint64_t key = ((((uint64_t(uint32_t(nxt)) << 8) | uint64_t(b)) << 1 | uint64_t(absolute)) << 31) ^
                                  uint64_t(uint32_t(acc + 1));
@@ -576,6 +709,247 @@ size_t LazyStore::prepare(int32_t q) {
     }
     for (size_t i = 0; i < n_walks; ++i) keep(walks_[i]);
     return n_walks;
+}
+
+int32_t LazyStore::canonical(int32_t cfg, int32_t depth) {
+    const int32_t owner = g_.c_owner[size_t(cfg)];
+    if (owner < 0 || owner == g_.indent_owner || g_.c_cons_off[size_t(cfg) + 1] != g_.c_cons_off[size_t(cfg)] ||
+        a_.in_nl[size_t(cfg)])
+        return cfg;
+    if (canon_.empty()) canon_.resize(size_t(g_.n_terminals));
+    if (!canon_cfgs_) {
+        canon_cfgs_ = true;
+        const size_t n = g_.n_configs();
+        for (size_t c = 0; c < n; ++c) {
+            const int32_t o = g_.c_owner[c];
+            if (o >= 0 && o < g_.n_terminals && g_.c_cons_off[c + 1] == g_.c_cons_off[c])
+                canon_[size_t(o)].cfgs.push_back(int32_t(c));
+        }
+    }
+    OwnerCanon& oc = canon_[size_t(owner)];
+    if (!oc.ready) canon_owner(owner, oc);
+    if (oc.skip || depth < 0) return cfg;
+    const int32_t d = std::min(depth, oc.rounds);
+    const int32_t base = g_.l_auto_off[size_t(owner)];
+    const uint64_t key = (uint64_t(uint32_t(d)) << 32) | uint32_t(oc.class_at(g_.c_state[size_t(cfg)] - base, d));
+    const int32_t got = oc.rep.find(key);
+    if (got >= 0) return got;
+    // the first time this depth is asked for: every configuration of the owner by its class
+    for (int32_t x : oc.cfgs)
+        oc.rep.try_emplace((uint64_t(uint32_t(d)) << 32) | uint32_t(oc.class_at(g_.c_state[size_t(x)] - base, d)), x);
+    return oc.rep.find(key);
+}
+
+int32_t LazyStore::OwnerCanon::class_at(int32_t s, int32_t d) const {
+    int32_t c = -1;
+    for (int32_t e = hist_off[size_t(s)]; e < hist_off[size_t(s) + 1] && hist[size_t(e)].first <= d; ++e)
+        c = hist[size_t(e)].second;
+    return c;
+}
+
+void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
+    // Moore's refinement, round by round, with class ids that only split: a state's class can change
+    // in a round only where a successor's changed in the round before, so each round recomputes the
+    // predecessors of the states that changed (a maxLength chain changes a state or two a round)
+    oc.ready = true;
+    const int32_t off = g_.l_auto_off[size_t(owner)];
+    const int32_t n = g_.l_auto_off[size_t(owner) + 1] - off;
+    oc.n = n;
+    if (oc.cfgs.size() < 8) {  // too few configurations to share walks
+        oc.skip = true;
+        return;
+    }
+    const int32_t max_rounds = std::max(1, trie_->max_depth);
+    // the bytes in columns (bytes that every state treats alike)
+    std::vector<int> cols;
+    {
+        std::vector<uint64_t> h(256, 1469598103934665603ull);
+        for (int32_t s = 0; s < n; ++s)
+            for (int b = 0; b < 256; ++b)
+                h[size_t(b)] = (h[size_t(b)] ^ uint64_t(uint32_t(g_.l_trans[size_t(off + s) * 256 + size_t(b)]))) *
+                               1099511628211ull;
+        for (int b = 0; b < 256; ++b) {
+            bool seen = false;
+            for (int c : cols) {
+                if (h[size_t(c)] != h[size_t(b)]) continue;
+                bool same = true;
+                for (int32_t s = 0; s < n && same; ++s)
+                    same = g_.l_trans[size_t(off + s) * 256 + size_t(b)] == g_.l_trans[size_t(off + s) * 256 + size_t(c)];
+                if (same) {
+                    seen = true;
+                    break;
+                }
+            }
+            if (!seen) cols.push_back(b);
+        }
+    }
+    const size_t k = cols.size();
+    std::vector<int32_t> T(size_t(n) * k), pred_off(size_t(n) + 1, 0), pred;
+    for (int32_t s = 0; s < n; ++s)
+        for (size_t j = 0; j < k; ++j) T[size_t(s) * k + j] = g_.l_trans[size_t(off + s) * 256 + size_t(cols[j])] - off;
+    for (int32_t s = 0; s < n; ++s)
+        for (size_t j = 0; j < k; ++j) ++pred_off[size_t(T[size_t(s) * k + j]) + 1];
+    for (int32_t s = 0; s < n; ++s) pred_off[size_t(s) + 1] += pred_off[size_t(s)];
+    pred.resize(size_t(pred_off[size_t(n)]));
+    {
+        std::vector<int32_t> fill(pred_off.begin(), pred_off.end() - 1);
+        for (int32_t s = 0; s < n; ++s)
+            for (size_t j = 0; j < k; ++j) pred[size_t(fill[size_t(T[size_t(s) * k + j])]++)] = s;
+    }
+    // round 0: what a walk reads of a state alone
+    std::vector<int32_t> cls(static_cast<size_t>(n)), size;
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> hist(static_cast<size_t>(n));
+    {
+        int32_t kinds[8];
+        std::fill_n(kinds, 8, -1);
+        for (int32_t s = 0; s < n; ++s) {
+            const size_t gs = size_t(off + s);
+            const bool acc = g_.l_label[gs] >= 0, live = g_.l_live[gs], blocked = g_.l_blocked[gs];
+            int32_t c;
+            if (acc && (live || blocked)) {
+                c = int32_t(size.size());  // its lexeme's end leaves a run behind: kept apart
+                size.push_back(0);
+            } else {
+                int32_t& kd = kinds[(acc ? 4 : 0) | (live ? 2 : 0) | (blocked ? 1 : 0)];
+                if (kd < 0) kd = int32_t(size.size()), size.push_back(0);
+                c = kd;
+            }
+            cls[size_t(s)] = c;
+            ++size[size_t(c)];
+            hist[size_t(s)].push_back({0, c});
+        }
+    }
+    // the states each round recomputes: round 1, all of them
+    std::vector<int32_t> cand(static_cast<size_t>(n)), changed;
+    for (int32_t s = 0; s < n; ++s) cand[size_t(s)] = s;
+    std::vector<uint8_t> mark(static_cast<size_t>(n), 0);
+    std::vector<int32_t> sig_cls;           // candidates' signature, flattened (1 + k each)
+    FlatMap groups;                         // (class, signature hash) -> group index
+    std::vector<int32_t> group_first, group_new, group_count, cls_cands;
+    int32_t round = 0;
+    size_t work = 0;
+    while (!cand.empty() && round < max_rounds) {
+        ++round;
+        work += cand.size() * (k + 1);
+        if (work > (size_t(1) << 24)) {  // a terminal whose states keep splitting everywhere: not worth it
+            oc.skip = true;
+            return;
+        }
+        // signatures under the classes of the round before (none is changed until all are read)
+        const size_t m = cand.size();
+        sig_cls.resize(m * (k + 1));
+        for (size_t i = 0; i < m; ++i) {
+            const int32_t s = cand[i];
+            sig_cls[i * (k + 1)] = cls[size_t(s)];
+            for (size_t j = 0; j < k; ++j) sig_cls[i * (k + 1) + 1 + j] = cls[size_t(T[size_t(s) * k + j])];
+        }
+        auto same_sig = [&](size_t a, size_t b) {
+            return std::equal(sig_cls.begin() + int64_t(a * (k + 1)), sig_cls.begin() + int64_t((a + 1) * (k + 1)),
+                              sig_cls.begin() + int64_t(b * (k + 1)));
+        };
+        // group the candidates by signature (exact: a hash clash is told apart by probing on)
+        groups.clear();
+        group_first.clear();
+        group_count.clear();
+        std::vector<int32_t> group_of(m);
+        for (size_t i = 0; i < m; ++i) {
+            uint64_t h = 0x9E3779B97F4A7C15ull;
+            for (size_t j = 0; j <= k; ++j) h = (h ^ uint64_t(uint32_t(sig_cls[i * (k + 1) + j]))) * 0x100000001B3ull;
+            int32_t gi = -1;
+            for (uint64_t probe = h;; probe = probe * 0x9E3779B97F4A7C15ull + 1) {
+                auto [id, fresh] = groups.try_emplace(probe, int32_t(group_first.size()));
+                if (fresh) {
+                    group_first.push_back(int32_t(i));
+                    group_count.push_back(0);
+                    gi = id;
+                    break;
+                }
+                if (same_sig(size_t(group_first[size_t(id)]), i)) {
+                    gi = id;
+                    break;
+                }
+            }
+            group_of[i] = gi;
+            ++group_count[size_t(gi)];
+        }
+        // per class, the candidates it holds; a class whose other members were not candidates keeps
+        // its id for them (their signature is unchanged, and they share it), else for its first group
+        cls_cands.clear();
+        for (size_t i = 0; i < m; ++i) mark[size_t(cand[i])] = 1;
+        group_new.assign(group_first.size(), -2);  // -2: undecided; -1: keeps its class id
+        FlatMap keeper;  // class -> the group that keeps its id
+        std::vector<int32_t> in_class(0);
+        FlatMap count_in;
+        std::vector<int32_t> counts;
+        for (size_t i = 0; i < m; ++i) {
+            auto [ci, fresh] = count_in.try_emplace(uint32_t(cls[size_t(cand[i])]), int32_t(counts.size()));
+            if (fresh) counts.push_back(0);
+            ++counts[size_t(ci)];
+        }
+        changed.clear();
+        for (size_t i = 0; i < m; ++i) {
+            const int32_t s = cand[i], c = cls[size_t(s)];
+            const int32_t gi = group_of[i];
+            if (group_new[size_t(gi)] == -2) {
+                const int32_t whole = counts[size_t(count_in.find(uint32_t(c)))] == size[size_t(c)];
+                int32_t kg = keeper.find(uint32_t(c));
+                if (kg < 0) {
+                    if (whole) {
+                        keeper.try_emplace(uint32_t(c), gi);  // every member is a candidate: the first group keeps it
+                        kg = gi;
+                    } else {
+                        // the members that were not candidates keep the id: so does the group of their
+                        // signature (that of any one of them, with unchanged successors)
+                        int32_t u = -1;
+                        for (int32_t x = 0; x < n && u < 0; ++x)
+                            if (cls[size_t(x)] == c && !mark[size_t(x)]) u = x;
+                        bool found = false;
+                        for (size_t g2 = 0; g2 < group_first.size() && !found; ++g2) {
+                            const size_t f = size_t(group_first[g2]);
+                            if (sig_cls[f * (k + 1)] != c) continue;
+                            bool same = true;
+                            for (size_t j = 0; j < k && same; ++j)
+                                same = sig_cls[f * (k + 1) + 1 + j] == cls[size_t(T[size_t(u) * k + j])];
+                            if (same) kg = int32_t(g2), found = true;
+                        }
+                        keeper.try_emplace(uint32_t(c), found ? kg : int32_t(-3));
+                        if (!found) kg = -3;
+                    }
+                }
+                if (kg == gi) {
+                    group_new[size_t(gi)] = -1;
+                } else {
+                    group_new[size_t(gi)] = int32_t(size.size());
+                    size.push_back(0);
+                }
+            }
+            if (group_new[size_t(gi)] >= 0) changed.push_back(s);
+        }
+        for (size_t i = 0; i < m; ++i) mark[size_t(cand[i])] = 0;
+        for (size_t i = 0; i < m; ++i) {
+            const int32_t gi = group_of[i];
+            if (group_new[size_t(gi)] < 0) continue;
+            const int32_t s = cand[i];
+            --size[size_t(cls[size_t(s)])];
+            cls[size_t(s)] = group_new[size_t(gi)];
+            ++size[size_t(cls[size_t(s)])];
+            hist[size_t(s)].push_back({round, cls[size_t(s)]});
+        }
+        // the next round's candidates: predecessors of the states that changed
+        cand.clear();
+        for (int32_t s : changed)
+            for (int32_t e = pred_off[size_t(s)]; e < pred_off[size_t(s) + 1]; ++e) {
+                const int32_t x = pred[size_t(e)];
+                if (!mark[size_t(x)]) mark[size_t(x)] = 1, cand.push_back(x);
+            }
+        for (int32_t x : cand) mark[size_t(x)] = 0;
+        if (changed.empty()) break;
+    }
+    oc.rounds = changed.empty() ? max_rounds : round;  // stable: every later round is the same
+    oc.hist_off.assign(size_t(n) + 1, 0);
+    for (int32_t s = 0; s < n; ++s) oc.hist_off[size_t(s) + 1] = oc.hist_off[size_t(s)] + int32_t(hist[size_t(s)].size());
+    oc.hist.clear();
+    for (int32_t s = 0; s < n; ++s) oc.hist.insert(oc.hist.end(), hist[size_t(s)].begin(), hist[size_t(s)].end());
 }
 
 void LazyStore::build(int32_t q) {
@@ -737,6 +1111,7 @@ void LazyStore::eager_rows(EagerRows& out) {
 }
 
 void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)>& each) {
+    canon_on_ = false;  // the eager store numbers the states its walks end in
     const size_t n = g_.n_configs();
     std::vector<uint8_t> numbered(n, 0), seen(n, 0);
     auto number = [&](int32_t s) {

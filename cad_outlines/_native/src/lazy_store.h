@@ -67,6 +67,8 @@ public:
     void explore(EagerRows& out, const std::function<void(size_t, size_t)>& each);
     size_t configs_built() const { return n_built_; }
     size_t walked_nodes() const { return walked_; }
+    size_t canonical_hits() const { return n_canonical_; }
+    size_t plain_takes() const { return n_plain_; }
     mutable std::shared_mutex mu;  // readers: masks and advances; writer: build
 
 private:
@@ -115,6 +117,7 @@ private:
         FlatMap moves;                  // front << 8 | byte -> front + 1 (0: none)
         std::vector<int32_t> at_depth;  // the front at each depth of the current path
         size_t walked = 0;
+        size_t plain_takes = 0;  // subtrees taken whole by plain_whole
     };
     // The walks' scratch, kept by the thread that prepares builds (any store's): a new grammar's
     // first builds reuse what earlier ones allocated. A deque: growing it moves no walk.
@@ -143,6 +146,44 @@ private:
     // The hypotheses of cfg's first bytes into hyps_, their new walks done (walk_pool()[0 .. n),
     // n returned, in the order first met).
     size_t prepare(int32_t cfg);
+    // A configuration whose walks over `depth` more bytes are those of `cfg` (lazy builds only:
+    // the rows of a walk depend on its end states' entered labels, not on which states they are).
+    // Inside one terminal's lexeme with no constraint run beside it, the configuration is the
+    // terminal's DFA state, and two states that no text of at most `depth` bytes tells apart
+    // (Moore's refinement, `depth` rounds, over what a walk reads: accepting, live, and each
+    // accepting state that can go on or waits on a lookahead kept apart) walk alike: a
+    // maxLength string's positions share their walks until the bound is within a token's length.
+    // The smallest such configuration id, or cfg itself.
+    int32_t canonical(int32_t cfg, int32_t depth);
+    struct OwnerCanon {
+        bool ready = false, skip = false;
+        int32_t n = 0, rounds = 0;           // local states; the deepest round known (all deeper are the same)
+        // each local state's class changes (round, class id), rounds ascending; ids only split
+        std::vector<int32_t> hist_off;
+        std::vector<std::pair<int32_t, int32_t>> hist;
+        std::vector<int32_t> cfgs;           // configurations of this owner with no constraint run, ascending
+        FlatMap rep;                         // (round << 32 | class) -> smallest configuration
+        int32_t class_at(int32_t s, int32_t round) const;
+    };
+    void canon_owner(int32_t owner, OwnerCanon& oc);
+    // Lazy builds only: whether the tokens strictly below trie node `node` can be taken whole from
+    // front f: each of its hypotheses is inside one terminal's lexeme with no run beside it, and
+    // takes at least the subtree's plain characters (VocabTrie::plain_chars_below) whatever they
+    // are, staying live and unfinished (plain_budget): each token then ends in a configuration
+    // whose entered labels are the hypothesis' own, which is all a row reads of it. Inside a
+    // maxLength string, a subtree whose tokens fit the characters left is one step, not a walk.
+    bool plain_whole(Walk& w, int32_t f, int32_t node) const;
+    // How many plain characters configuration q takes whatever they are (staying live and not
+    // accepting); -1 where it is not inside one terminal's lexeme alone. Per terminal on first need.
+    int32_t plain_budget(int32_t q) const;
+    void plain_budgets(int32_t owner) const;  // fills budget_ for the owner's configurations (under budget_mu_)
+    mutable std::unique_ptr<std::atomic<int32_t>[]> budget_;  // per configuration; INT32_MIN: not known yet
+    mutable std::mutex budget_mu_;
+    std::vector<OwnerCanon> canon_;          // per terminal, filled on first need
+    bool canon_on_ = true;                   // off while explore() numbers the eager store (it needs end states)
+    bool canon_cfgs_ = false;                // canon_[*].cfgs filled
+    size_t n_canonical_ = 0;                 // hypotheses canonical() sent to another configuration
+    size_t n_plain_ = 0;                     // subtrees the walks took whole by plain_whole
     void gather();       // the rows of hyps_ (rows_, hits_), their label sequences as nodes_
     void order_nodes();  // kids_, kid_off_ and rank_ (preorder: label-sequence order) of nodes_
     void compose(int32_t cfg);  // rows of cfg from hyps_, its walks done

@@ -336,6 +336,16 @@ static void bind_lazy_store(nb::class_<PyGrammar>& cls) {
                  std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
                  return p.lazy->walked_nodes();
              }, "trie nodes walked by the lazy builds so far")
+        .def_prop_ro("shared_hypotheses", [](const PyGrammar& p) -> size_t {
+                 if (!p.lazy) return 0;
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.lazy->canonical_hits();
+             }, "hypotheses of the lazy builds walked as another configuration's (LazyStore::canonical)")
+        .def_prop_ro("plain_takes", [](const PyGrammar& p) -> size_t {
+                 if (!p.lazy) return 0;
+                 std::shared_lock<std::shared_mutex> lk(p.lazy->mu);
+                 return p.lazy->plain_takes();
+             }, "trie subtrees the lazy builds took whole as plain characters (LazyStore::plain_whole)")
         .def("is_built", [](const PyGrammar& p, int32_t cfg) {
                  if (cfg < 0 || size_t(cfg) >= p.g.n_configs())
                      throw std::invalid_argument("no lexer configuration " + std::to_string(cfg));

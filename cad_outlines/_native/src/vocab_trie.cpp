@@ -28,6 +28,74 @@ uint64_t byte_class(uint8_t b) {
     return classes[b];
 }
 
+// UTF-8 read byte by byte along a path: the continuation bytes a character still needs, and the
+// range the next one must fall in (the first continuation of E0, ED, F0 and F4 is narrower)
+static bool plain_step(uint8_t b, int& need, uint8_t& lo, uint8_t& hi) {
+    if (need) {
+        if (b < lo || b > hi) return need = 0, false;
+        --need, lo = 0x80, hi = 0xBF;
+        return true;
+    }
+    lo = 0x80, hi = 0xBF;
+    if (b < 0x80) return b >= 0x20 && b != '"' && b != '\\';
+    if (b >= 0xC2 && b <= 0xDF) return need = 1, true;
+    if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+        return true;
+    }
+    if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+        return true;
+    }
+    return false;
+}
+
+void VocabTrie::plain_below_(int32_t N) {
+    // along each path (preorder: a node's parent is the last node one level up): the characters
+    // completed, the continuation bytes still owed, the depth of the last byte outside a plain character
+    std::vector<int32_t> chars(N), last_bad(N), parent(N, -1), up;
+    std::vector<int8_t> need(N);
+    std::vector<uint8_t> lo(N), hi(N);
+    std::vector<uint8_t> ends(N, 0);
+    for (int32_t i = 0; i < N; ++i) {
+        const int32_t d = depth[i];
+        up.resize(size_t(d - 1));
+        const int32_t p = d > 1 ? up[size_t(d - 2)] : -1;
+        parent[i] = p;
+        int nd = p >= 0 ? need[p] : 0;
+        uint8_t l = p >= 0 ? lo[p] : 0x80, h = p >= 0 ? hi[p] : 0xBF;
+        const bool ok = plain_step(byte[i], nd, l, h);
+        need[i] = int8_t(nd), lo[i] = l, hi[i] = h;
+        chars[i] = (p >= 0 ? chars[p] : 0) + (ok && nd == 0 ? 1 : 0);
+        last_bad[i] = ok ? (p >= 0 ? last_bad[p] : 0) : d;
+        up.push_back(i);
+    }
+    // a token ends at node i when the node has tokens: known from tok_at before the CSR is built
+    for (int32_t i = 0; i < N; ++i) ends[i] = 0;
+    for (auto& [node, t] : tok_at_) ends[node] = 1;
+    // aggregates over each node's strict subtree, children first (reverse preorder)
+    std::vector<int32_t> max_bad(N, -1), max_chars(N, -1);
+    std::vector<uint8_t> partial(N, 0);
+    plain_chars_below.assign(N, -1);
+    for (int32_t i = N; i-- > 0;) {
+        const int32_t p = parent[i];
+        if (p < 0) continue;
+        int32_t mb = max_bad[i], mc = max_chars[i];
+        bool pt = partial[i];
+        if (ends[i]) mb = std::max(mb, last_bad[i]), mc = std::max(mc, chars[i]), pt = pt || need[i] != 0;
+        max_bad[p] = std::max(max_bad[p], mb);
+        max_chars[p] = std::max(max_chars[p], mc);
+        partial[p] = partial[p] || pt;
+    }
+    for (int32_t i = 0; i < N; ++i)
+        if (need[i] == 0 && max_chars[i] >= 0 && !partial[i] && max_bad[i] <= depth[i])
+            plain_chars_below[i] = max_chars[i] - chars[i];
+}
+
 VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* allowed, int32_t n_vocab)
     : vocab_size(n_vocab) {
     std::fill(first_child, first_child + 256, -1);
@@ -46,7 +114,7 @@ VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* a
     const uint8_t* prev = nullptr;
     size_t prev_len = 0;
     std::vector<int32_t> node_tokens_start;
-    std::vector<std::pair<int32_t, int32_t>> tok_at;  // (node, token), nodes nondecreasing
+    std::vector<std::pair<int32_t, int32_t>>& tok_at = tok_at_;  // (node, token), nodes nondecreasing
     for (int32_t t : ids) {
         const uint8_t* s = at(t);
         size_t n = len(t), common = 0;
@@ -64,6 +132,7 @@ VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* a
         prev = s;
         prev_len = n;
         max_depth = std::max(max_depth, int32_t(n));
+        max_len_from[s[0]] = std::max(max_len_from[s[0]], int32_t(n));
     }
     const int32_t N = int32_t(byte.size());
     // subtree ends: a node's subtree ends at the next node of depth <= its own
@@ -81,12 +150,14 @@ VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* a
         open.push_back(i);
     }
     while (!open.empty()) close(N);
+    plain_below_(N);
     tok_off.assign(N + 1, 0);
     for (auto& [node, t] : tok_at) ++tok_off[node + 1];
     for (int32_t i = 0; i < N; ++i) tok_off[i + 1] += tok_off[i];
     tok_ids.resize(tok_at.size());
     std::vector<int32_t> fill(tok_off.begin(), tok_off.end() - 1);
     for (auto& [node, t] : tok_at) tok_ids[fill[node]++] = t;
+    tok_at_ = {};
 }
 
 }  // namespace cad

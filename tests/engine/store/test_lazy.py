@@ -258,3 +258,45 @@ def test_vocab_trie_must_match_the_vocabulary(vocab):
     with pytest.raises(ValueError, match="vocabulary trie is for"):
         core.Grammar(lazy.flat.arrays, lazy.flat.meta, other.vocab_trie())
     assert lazy.vocab_trie().n_tokens > 0
+
+
+COUNTED = {"type": "object", "properties": {
+    "short": {"type": "string", "maxLength": 12},
+    "long": {"type": "string", "minLength": 3, "maxLength": 70},
+    "code": {"type": "string", "pattern": "^[a-z]{2,40}$"},
+    "n": {"type": "integer", "minimum": 0, "maximum": 999}}, "required": ["short", "long"]}
+
+
+def test_counted_strings_share_walks_and_masks_equal_eager():
+    """Inside a bounded string the lazy store walks a position's tokens as an earlier position's where no
+    token is long enough to tell them apart (LazyStore::canonical), and takes whole the trie subtrees whose
+    plain characters fit what is left (LazyStore::plain_whole); its masks equal the eager store's, which
+    walks every token itself: near each bound, at it, and past long tokens."""
+    from tokenizers import Tokenizer
+
+    from cad_outlines.engine.compile import compile_json_schema
+
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    tok = Tokenizer.from_file(str(SMALL / "tokenizers" / "gpt2" / "tokenizer.json"))
+    eager = compile_json_schema(COUNTED, vocab, cache=False, lazy=False, progress=False)
+    lazy = compile_json_schema(COUNTED, vocab, cache=False, lazy=True, progress=False)
+    texts = ['{"short": "abcdefghijkl", "long": "' + "x" * 70 + '", "code": "ab", "n": 12}',
+             '{"short": "", "long": "' + " " * 69 + '", "code": "' + "q" * 40 + '"}',
+             '{"short": "hello world!", "long": "the quick brown fox jumps over the lazy dog, again and again and"}',
+             '{"short": "a", "long": "' + "-" * 30 + "=" * 30 + '", "n": 999}']
+    n = 0
+    for text in texts:
+        me, ml = Matcher(eager), Matcher(lazy)
+        for t in tok.encode(text, add_special_tokens=False).ids:
+            assert np.array_equal(me.allowed_mask(), ml.allowed_mask()), f"at {n}: {text!r}"
+            me.advance(t)  # raises if rejected
+            ml.advance(t)
+            n += 1
+        assert me.is_accepting() and ml.is_accepting()
+    for seed in range(8):
+        for me, ml in lockstep_walk(eager, lazy, seed, steps=90):
+            assert np.array_equal(me.allowed_mask(), ml.allowed_mask()), f"seed {seed}"
+            n += 1
+    assert n > 500
+    assert lazy.native.shared_hypotheses > 0  # the walks were shared, not all walked again
+    assert lazy.native.plain_takes > 0  # and subtrees of plain characters that fit were taken whole

@@ -1112,6 +1112,7 @@ void LazyStore::eager_rows(EagerRows& out) {
 
 void LazyStore::explore(EagerRows& out, const std::function<void(size_t, size_t)>& each) {
     canon_on_ = false;  // the eager store numbers the states its walks end in
+    if (n_canonical_ || n_plain_) part_at_.clear();  // walks of lazy builds may end in stand-in states
     const size_t n = g_.n_configs();
     std::vector<uint8_t> numbered(n, 0), seen(n, 0);
     auto number = [&](int32_t s) {

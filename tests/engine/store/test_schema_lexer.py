@@ -130,3 +130,15 @@ def test_native_lexer_tables_check_the_groups():
     tables = [(np.ascontiguousarray(dfa.trans, dtype=np.int32), np.ascontiguousarray(dfa.accept).view(np.uint8), None)]
     with pytest.raises(ValueError, match="groups"):
         core().lexer_automaton(tables, groups=[0, 1])
+
+
+def test_a_long_number_enum_competes_as_atoms():
+    """Each whole class is a lexer run of its own: past MAX_WHOLES at one position, the values are atoms of
+    one group (one run for all), and the texts stay exact either way."""
+    from cad_outlines.engine.frontend.json_schema.grammar import MAX_WHOLES
+
+    many = build_grammar({"enum": list(range(MAX_WHOLES + 1))}, whitespace="compact")
+    few = build_grammar({"enum": list(range(MAX_WHOLES))}, whitespace="compact")
+    assert not any(n.startswith("WNUM") for n, _ in many.terminals)
+    assert sum(n.startswith("WNUM") for n, _ in few.terminals) == MAX_WHOLES
+    assert not any(n.startswith("NUM") for n, _ in few.terminals)

@@ -67,6 +67,7 @@ _TRUE = Sub(True, "")
 MAX_SPLIT = 10  # distinct value schemas one property's value is split by (2**n regions at most)
 MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes at most)
 MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
+MAX_WHOLES = 8  # whole classes one position admits (each a lexer run of its own); more: atoms
 MAX_ANY_ORDER_EDGES = 4096  # moves of one object's product in property_order="any" (else: declared order)
 PROPERTY_ORDERS = ("declared", "any")
 
@@ -431,6 +432,8 @@ class _Builder:
                 classes[c] = None
         if not classes:
             return ()
+        if len(classes) > MAX_WHOLES:  # a number enum: its values compete as atoms, one lexer run for all
+            return None
         for c in classes:
             self.wholes.setdefault((kind, c), None)
         return ("wholes", kind, tuple(classes))

@@ -737,6 +737,7 @@ class _Product:
         self.ends: dict[int, object] = {}  # state -> label where the member list may end
         self.empty: object = None  # the label of the empty object/array (None: not admitted)
         self.made: dict = {}
+        self._splits: dict = {}  # split() results
 
     def label(self, holding) -> object:
         if self.t is not None:
@@ -842,7 +843,13 @@ class _Product:
         return ()
 
     def split(self, wants, failed):
-        return self.b._split_value(wants, lambda h, f: self.possible(failed | f))
+        """The regions of a member's value (:meth:`_Builder._split_value`), remembered per product: in any
+        property order every state moves on every name, with the same wants for most of them."""
+        key = (tuple((i, None if s is None else s.key) for i, s in wants), frozenset(failed))
+        got = self._splits.get(key)
+        if got is None:
+            got = self._splits[key] = self.b._split_value(wants, lambda h, f: self.possible(failed | f))
+        return got
 
 
 class _ObjectProduct(_Product):

@@ -39,8 +39,8 @@ static int32_t indent_step(int32_t acc, int b, int32_t tab) {
 LazyStore::LazyStore(Grammar& g, ByteAutomatonView a, std::shared_ptr<const VocabTrie> trie)
     : g_(g), a_(a), trie_(std::move(trie)), stays_(new std::atomic<uint64_t>[g.n_configs()]) {
     for (size_t i = 0; i < g.n_configs(); ++i) stays_[i].store(0, std::memory_order_relaxed);
-    budget_.reset(new std::atomic<int32_t>[g.n_configs()]);
-    for (size_t i = 0; i < g.n_configs(); ++i) budget_[i].store(INT32_MIN, std::memory_order_relaxed);
+    budget_.reset(new std::atomic<const std::vector<int32_t>*>[size_t(std::max(g.n_terminals, 1))]);
+    for (int32_t i = 0; i < g.n_terminals; ++i) budget_[size_t(i)].store(nullptr, std::memory_order_relaxed);
     for (int c = 0; c < 256; ++c) class_of_[c] = byte_class(uint8_t(c));
     for (int c = 0; c < 256; ++c) ++class_off_[__builtin_ctzll(class_of_[c]) + 1];
     for (int k = 0; k < 64; ++k) class_off_[k + 1] += class_off_[k];
@@ -289,20 +289,24 @@ bool LazyStore::plain_whole(Walk& w, int32_t f, int32_t node) const {
 }
 
 int32_t LazyStore::plain_budget(int32_t q) const {
-    const int32_t got = budget_[size_t(q)].load(std::memory_order_acquire);
-    if (got != INT32_MIN) return got;
     const int32_t owner = g_.c_owner[size_t(q)];
     if (owner < 0 || owner >= g_.n_terminals || owner == g_.indent_owner || a_.in_nl[size_t(q)] ||
-        g_.c_cons_off[size_t(q) + 1] != g_.c_cons_off[size_t(q)]) {
-        budget_[size_t(q)].store(-1, std::memory_order_release);
+        g_.c_cons_off[size_t(q) + 1] != g_.c_cons_off[size_t(q)])
         return -1;
+    const std::vector<int32_t>* b = budget_[size_t(owner)].load(std::memory_order_acquire);
+    if (!b) {
+        std::lock_guard<std::mutex> lk(budget_mu_);
+        b = budget_[size_t(owner)].load(std::memory_order_acquire);
+        if (!b) {
+            budget_store_.push_back(plain_budgets(owner));
+            b = &budget_store_.back();
+            budget_[size_t(owner)].store(b, std::memory_order_release);
+        }
     }
-    std::lock_guard<std::mutex> lk(budget_mu_);
-    if (budget_[size_t(q)].load(std::memory_order_acquire) == INT32_MIN) plain_budgets(owner);
-    return budget_[size_t(q)].load(std::memory_order_acquire);
+    return b->empty() ? -1 : (*b)[size_t(g_.c_state[size_t(q)] - g_.l_auto_off[size_t(owner)])];
 }
 
-void LazyStore::plain_budgets(int32_t owner) const {
+std::vector<int32_t> LazyStore::plain_budgets(int32_t owner) const {
     const int32_t off = g_.l_auto_off[size_t(owner)];
     const int32_t n = g_.l_auto_off[size_t(owner) + 1] - off;
     auto tr = [&](int32_t s, int b) { return g_.l_trans[size_t(off + s) * 256 + size_t(b)] - off; };
@@ -313,11 +317,7 @@ void LazyStore::plain_budgets(int32_t owner) const {
     for (int32_t s = 0; s < n; ++s) {
         const int32_t l = g_.l_label[size_t(off + s)];
         if (l < 0) continue;
-        if (label >= 0 && l != label) {
-            for (size_t c = 0; c < g_.n_configs(); ++c)
-                if (g_.c_owner[c] == owner) budget_[c].store(-1, std::memory_order_release);
-            return;
-        }
+        if (label >= 0 && l != label) return {};
         label = l;
     }
     // the bytes of the terminal in columns (bytes that every state treats alike), and each plain
@@ -392,12 +392,7 @@ void LazyStore::plain_budgets(int32_t owner) const {
         for (int32_t x : pred[size_t(y)])
             if (budget[size_t(x)] == UNBOUNDED) budget[size_t(x)] = budget[size_t(y)] + 1, queue.push_back(x);
     }
-    for (size_t c = 0; c < g_.n_configs(); ++c)
-        if (g_.c_owner[c] == owner) {
-            int32_t v = -1;
-            if (g_.c_cons_off[c + 1] == g_.c_cons_off[c] && !a_.in_nl[c]) v = budget[size_t(g_.c_state[c] - off)];
-            budget_[c].store(v, std::memory_order_release);
-        }
+    return budget;
 }
 
 bool LazyStore::pure(int32_t s) const {

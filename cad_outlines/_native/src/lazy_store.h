@@ -176,8 +176,10 @@ private:
     // How many plain characters configuration q takes whatever they are (staying live and not
     // accepting); -1 where it is not inside one terminal's lexeme alone. Per terminal on first need.
     int32_t plain_budget(int32_t q) const;
-    void plain_budgets(int32_t owner) const;  // fills budget_ for the owner's configurations (under budget_mu_)
-    mutable std::unique_ptr<std::atomic<int32_t>[]> budget_;  // per configuration; INT32_MIN: not known yet
+    // the owner's budget per local state (under budget_mu_); empty: its accepting states carry several labels
+    std::vector<int32_t> plain_budgets(int32_t owner) const;
+    mutable std::unique_ptr<std::atomic<const std::vector<int32_t>*>[]> budget_;  // per terminal; null: not yet
+    mutable std::deque<std::vector<int32_t>> budget_store_;                        // what budget_ points into
     mutable std::mutex budget_mu_;
     std::vector<OwnerCanon> canon_;          // per terminal, filled on first need
     bool canon_on_ = true;                   // off while explore() numbers the eager store (it needs end states)

@@ -288,6 +288,29 @@ bool LazyStore::plain_whole(Walk& w, int32_t f, int32_t node) const {
     return true;
 }
 
+std::vector<int> LazyStore::columns(int32_t owner) const {
+    const int32_t off = g_.l_auto_off[size_t(owner)];
+    const int32_t n = g_.l_auto_off[size_t(owner) + 1] - off;
+    auto tr = [&](int32_t s, int b) { return g_.l_trans[size_t(off + s) * 256 + size_t(b)]; };
+    std::vector<uint64_t> h(256, 1469598103934665603ull);
+    for (int32_t s = 0; s < n; ++s)
+        for (int b = 0; b < 256; ++b) h[size_t(b)] = (h[size_t(b)] ^ uint64_t(uint32_t(tr(s, b)))) * 1099511628211ull;
+    std::vector<int> col_of(256);
+    for (int b = 0; b < 256; ++b) {
+        col_of[size_t(b)] = b;
+        for (int c = 0; c < b; ++c) {
+            if (col_of[size_t(c)] != c || h[size_t(c)] != h[size_t(b)]) continue;
+            bool same = true;
+            for (int32_t s = 0; s < n && same; ++s) same = tr(s, b) == tr(s, c);
+            if (same) {
+                col_of[size_t(b)] = c;
+                break;
+            }
+        }
+    }
+    return col_of;
+}
+
 int32_t LazyStore::plain_budget(int32_t q) const {
     const int32_t owner = g_.c_owner[size_t(q)];
     if (owner < 0 || owner >= g_.n_terminals || owner == g_.indent_owner || a_.in_nl[size_t(q)] ||
@@ -320,28 +343,9 @@ std::vector<int32_t> LazyStore::plain_budgets(int32_t owner) const {
         if (label >= 0 && l != label) return {};
         label = l;
     }
-    // the bytes of the terminal in columns (bytes that every state treats alike), and each plain
-    // character's byte ranges (plain_step in vocab_trie.cpp): a character is read on one byte of each
-    // column it meets
-    std::vector<int> col_rep(256, -1);
-    std::vector<int> col_of(256);
-    {
-        std::vector<uint64_t> h(256, 1469598103934665603ull);
-        for (int32_t s = 0; s < n; ++s)
-            for (int b = 0; b < 256; ++b) h[size_t(b)] = (h[size_t(b)] ^ uint64_t(uint32_t(tr(s, b)))) * 1099511628211ull;
-        for (int b = 0; b < 256; ++b) {
-            col_of[size_t(b)] = b;
-            for (int c = 0; c < b; ++c)
-                if (col_of[size_t(c)] == c && h[size_t(c)] == h[size_t(b)]) {
-                    bool same = true;
-                    for (int32_t s = 0; s < n && same; ++s) same = tr(s, b) == tr(s, c);
-                    if (same) {
-                        col_of[size_t(b)] = c;
-                        break;
-                    }
-                }
-        }
-    }
+    // each plain character's byte ranges (plain_step in vocab_trie.cpp), read on one byte of each column
+    // (columns: bytes every state of the terminal treats alike) a range meets
+    const std::vector<int> col_of = columns(owner);
     static const uint8_t shapes[][4][2] = {
         {{0x20, 0x21}}, {{0x23, 0x5B}}, {{0x5D, 0x7F}},
         {{0xC2, 0xDF}, {0x80, 0xBF}},
@@ -755,28 +759,11 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
         return;
     }
     const int32_t max_rounds = std::max(1, trie_->max_depth);
-    // the bytes in columns (bytes that every state treats alike)
-    std::vector<int> cols;
+    std::vector<int> cols;  // a byte of each column
     {
-        std::vector<uint64_t> h(256, 1469598103934665603ull);
-        for (int32_t s = 0; s < n; ++s)
-            for (int b = 0; b < 256; ++b)
-                h[size_t(b)] = (h[size_t(b)] ^ uint64_t(uint32_t(g_.l_trans[size_t(off + s) * 256 + size_t(b)]))) *
-                               1099511628211ull;
-        for (int b = 0; b < 256; ++b) {
-            bool seen = false;
-            for (int c : cols) {
-                if (h[size_t(c)] != h[size_t(b)]) continue;
-                bool same = true;
-                for (int32_t s = 0; s < n && same; ++s)
-                    same = g_.l_trans[size_t(off + s) * 256 + size_t(b)] == g_.l_trans[size_t(off + s) * 256 + size_t(c)];
-                if (same) {
-                    seen = true;
-                    break;
-                }
-            }
-            if (!seen) cols.push_back(b);
-        }
+        const std::vector<int> col_of = columns(owner);
+        for (int b = 0; b < 256; ++b)
+            if (col_of[size_t(b)] == b) cols.push_back(b);
     }
     const size_t k = cols.size();
     std::vector<int32_t> T(size_t(n) * k), pred_off(size_t(n) + 1, 0), pred;

@@ -885,6 +885,7 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
                         int32_t u = -1;
                         for (int32_t x = 0; x < n && u < 0; ++x)
                             if (cls[size_t(x)] == c && !mark[size_t(x)]) u = x;
+                        work += size_t(n);  // counted against the budget below, as the signatures are
                         bool found = false;
                         for (size_t g2 = 0; g2 < group_first.size() && !found; ++g2) {
                             const size_t f = size_t(group_first[g2]);

@@ -300,3 +300,12 @@ def test_counted_strings_share_walks_and_masks_equal_eager():
     assert n > 500
     assert lazy.native.shared_hypotheses > 0  # the walks were shared, not all walked again
     assert lazy.native.plain_takes > 0  # and subtrees of plain characters that fit were taken whole
+    # a whole walk after those builds numbers and builds as a fresh one (their walks end in stand-in states)
+    from cad_outlines.engine.compile import _SCHEMAS
+
+    _SCHEMAS.clear()
+    fresh = compile_json_schema(COUNTED, vocab, cache=False, lazy=True, progress=False)
+    assert fresh is not lazy
+    a, b = lazy.native.explore(lambda *_: None), fresh.native.explore(lambda *_: None)
+    for name in ("numbered", "visited", "same_as", "row_off", "labels", "row_ent"):
+        assert np.array_equal(a[name], b[name]), name

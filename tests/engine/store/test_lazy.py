@@ -309,3 +309,22 @@ def test_counted_strings_share_walks_and_masks_equal_eager():
     a, b = lazy.native.explore(lambda *_: None), fresh.native.explore(lambda *_: None)
     for name in ("numbered", "visited", "same_as", "row_off", "labels", "row_ent"):
         assert np.array_equal(a[name], b[name]), name
+
+
+def test_atoms_beside_whole_classes_lazy_equals_eager():
+    """A schema whose checks need string and number atoms (one competing group each) beside whole classes
+    (each lexed alone): lazy masks equal eager ones along random walks."""
+    from cad_outlines.engine.compile import compile_json_schema
+    from tests.engine.store.test_schema_lexer import SCHEMAS
+
+    vocab = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    schema = SCHEMAS[3]
+    eager = compile_json_schema(schema, vocab, cache=False, lazy=False, progress=False)
+    lazy = compile_json_schema(schema, vocab, cache=False, lazy=True, progress=False)
+    assert len(set(eager.flat.meta["label_names"])) > 10
+    n = 0
+    for seed in range(6):
+        for me, ml in lockstep_walk(eager, lazy, seed, steps=60):
+            assert np.array_equal(me.allowed_mask(), ml.allowed_mask()), f"seed {seed}"
+            n += 1
+    assert n > 200

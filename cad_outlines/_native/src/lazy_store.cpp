@@ -288,34 +288,15 @@ bool LazyStore::plain_whole(Walk& w, int32_t f, int32_t node) const {
     return true;
 }
 
-std::vector<int> LazyStore::columns(int32_t owner) const {
-    const int32_t off = g_.l_auto_off[size_t(owner)];
-    const int32_t n = g_.l_auto_off[size_t(owner) + 1] - off;
-    auto tr = [&](int32_t s, int b) { return g_.l_trans[size_t(off + s) * 256 + size_t(b)]; };
-    std::vector<uint64_t> h(256, 1469598103934665603ull);
-    for (int32_t s = 0; s < n; ++s)
-        for (int b = 0; b < 256; ++b) h[size_t(b)] = (h[size_t(b)] ^ uint64_t(uint32_t(tr(s, b)))) * 1099511628211ull;
-    std::vector<int> col_of(256);
-    for (int b = 0; b < 256; ++b) {
-        col_of[size_t(b)] = b;
-        for (int c = 0; c < b; ++c) {
-            if (col_of[size_t(c)] != c || h[size_t(c)] != h[size_t(b)]) continue;
-            bool same = true;
-            for (int32_t s = 0; s < n && same; ++s) same = tr(s, b) == tr(s, c);
-            if (same) {
-                col_of[size_t(b)] = c;
-                break;
-            }
-        }
-    }
-    return col_of;
+bool LazyStore::alone(int32_t q) const {
+    const int32_t owner = g_.c_owner[size_t(q)];
+    return owner >= 0 && owner < g_.n_terminals && owner != g_.indent_owner && !a_.in_nl[size_t(q)] &&
+           g_.c_cons_off[size_t(q) + 1] == g_.c_cons_off[size_t(q)];
 }
 
 int32_t LazyStore::plain_budget(int32_t q) const {
+    if (!alone(q)) return -1;
     const int32_t owner = g_.c_owner[size_t(q)];
-    if (owner < 0 || owner >= g_.n_terminals || owner == g_.indent_owner || a_.in_nl[size_t(q)] ||
-        g_.c_cons_off[size_t(q) + 1] != g_.c_cons_off[size_t(q)])
-        return -1;
     const std::vector<int32_t>* b = budget_[size_t(owner)].load(std::memory_order_acquire);
     if (!b) {
         std::lock_guard<std::mutex> lk(budget_mu_);
@@ -343,9 +324,8 @@ std::vector<int32_t> LazyStore::plain_budgets(int32_t owner) const {
         if (label >= 0 && l != label) return {};
         label = l;
     }
-    // each plain character's byte ranges (plain_step in vocab_trie.cpp), read on one byte of each column
-    // (columns: bytes every state of the terminal treats alike) a range meets
-    const std::vector<int> col_of = columns(owner);
+    // each plain character's byte ranges (plain_step in vocab_trie.cpp), read on one byte of each of the
+    // byte automaton's classes (bytes every automaton state treats alike; rep_: the first of each) a range meets
     static const uint8_t shapes[][4][2] = {
         {{0x20, 0x21}}, {{0x23, 0x5B}}, {{0x5D, 0x7F}},
         {{0xC2, 0xDF}, {0x80, 0xBF}},
@@ -366,7 +346,8 @@ std::vector<int32_t> LazyStore::plain_budgets(int32_t owner) const {
                 nxt.clear();
                 for (int32_t x : cur)
                     for (int b = shapes[k][j][0]; b <= shapes[k][j][1]; ++b) {
-                        if (col_of[size_t(b)] != b && col_of[size_t(b)] >= shapes[k][j][0]) continue;  // column seen
+                        const int first = rep_[a_.cls[size_t(b)]];
+                        if (first != b && first >= shapes[k][j][0]) continue;  // its class was read
                         const int32_t y = tr(x, b);
                         if (!good(y)) {
                             bad[size_t(s)] = 1;
@@ -711,10 +692,8 @@ size_t LazyStore::prepare(int32_t q) {
 }
 
 int32_t LazyStore::canonical(int32_t cfg, int32_t depth) {
+    if (!alone(cfg)) return cfg;
     const int32_t owner = g_.c_owner[size_t(cfg)];
-    if (owner < 0 || owner == g_.indent_owner || g_.c_cons_off[size_t(cfg) + 1] != g_.c_cons_off[size_t(cfg)] ||
-        a_.in_nl[size_t(cfg)])
-        return cfg;
     if (canon_.empty()) canon_.resize(size_t(g_.n_terminals));
     if (!canon_cfgs_) {
         canon_cfgs_ = true;
@@ -759,12 +738,7 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
         return;
     }
     const int32_t max_rounds = std::max(1, trie_->max_depth);
-    std::vector<int> cols;  // a byte of each column
-    {
-        const std::vector<int> col_of = columns(owner);
-        for (int b = 0; b < 256; ++b)
-            if (col_of[size_t(b)] == b) cols.push_back(b);
-    }
+    const std::vector<int> cols(rep_, rep_ + a_.n_classes);  // a byte of each byte class
     const size_t k = cols.size();
     std::vector<int32_t> T(size_t(n) * k), pred_off(size_t(n) + 1, 0), pred;
     for (int32_t s = 0; s < n; ++s)
@@ -807,7 +781,7 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
     std::vector<uint8_t> mark(static_cast<size_t>(n), 0);
     std::vector<int32_t> sig_cls;           // candidates' signature, flattened (1 + k each)
     FlatMap groups;                         // (class, signature hash) -> group index
-    std::vector<int32_t> group_first, group_new, group_count, cls_cands;
+    std::vector<int32_t> group_first, group_new;
     int32_t round = 0;
     size_t work = 0;
     while (!cand.empty() && round < max_rounds) {
@@ -832,7 +806,6 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
         // group the candidates by signature (exact: a hash clash is told apart by probing on)
         groups.clear();
         group_first.clear();
-        group_count.clear();
         std::vector<int32_t> group_of(m);
         for (size_t i = 0; i < m; ++i) {
             uint64_t h = 0x9E3779B97F4A7C15ull;
@@ -842,7 +815,6 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
                 auto [id, fresh] = groups.try_emplace(probe, int32_t(group_first.size()));
                 if (fresh) {
                     group_first.push_back(int32_t(i));
-                    group_count.push_back(0);
                     gi = id;
                     break;
                 }
@@ -852,15 +824,13 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
                 }
             }
             group_of[i] = gi;
-            ++group_count[size_t(gi)];
         }
         // per class, the candidates it holds; a class whose other members were not candidates keeps
         // its id for them (their signature is unchanged, and they share it), else for its first group
-        cls_cands.clear();
         for (size_t i = 0; i < m; ++i) mark[size_t(cand[i])] = 1;
         group_new.assign(group_first.size(), -2);  // -2: undecided; -1: keeps its class id
-        FlatMap keeper;  // class -> the group that keeps its id
-        std::vector<int32_t> in_class(0);
+        const int32_t no_group = int32_t(group_first.size());
+        FlatMap keeper;  // class -> the group that keeps its id (no_group: none of them, FlatMap values are >= 0)
         FlatMap count_in;
         std::vector<int32_t> counts;
         for (size_t i = 0; i < m; ++i) {
@@ -895,8 +865,8 @@ void LazyStore::canon_owner(int32_t owner, OwnerCanon& oc) {
                                 same = sig_cls[f * (k + 1) + 1 + j] == cls[size_t(T[size_t(u) * k + j])];
                             if (same) kg = int32_t(g2), found = true;
                         }
-                        keeper.try_emplace(uint32_t(c), found ? kg : int32_t(-3));
-                        if (!found) kg = -3;
+                        if (!found) kg = no_group;
+                        keeper.try_emplace(uint32_t(c), kg);
                     }
                 }
                 if (kg == gi) {

@@ -176,8 +176,9 @@ private:
     // How many plain characters configuration q takes whatever they are (staying live and not
     // accepting); -1 where it is not inside one terminal's lexeme alone. Per terminal on first need.
     int32_t plain_budget(int32_t q) const;
-    // per byte, the first byte whose transitions equal its own in every state of the owner's automaton
-    std::vector<int> columns(int32_t owner) const;
+    // q is inside one terminal's lexeme with no constraint run beside it (and outside NEWLINE): the
+    // configuration is that terminal's DFA state alone
+    bool alone(int32_t q) const;
     // the owner's budget per local state (under budget_mu_); empty: its accepting states carry several labels
     std::vector<int32_t> plain_budgets(int32_t owner) const;
     mutable std::unique_ptr<std::atomic<const std::vector<int32_t>*>[]> budget_;  // per terminal; null: not yet

@@ -54,13 +54,14 @@ static bool plain_step(uint8_t b, int& need, uint8_t& lo, uint8_t& hi) {
     return false;
 }
 
-void VocabTrie::plain_below_(int32_t N) {
+void VocabTrie::plain_below_(int32_t N, const std::vector<std::pair<int32_t, int32_t>>& tok_at) {
     // along each path (preorder: a node's parent is the last node one level up): the characters
     // completed, the continuation bytes still owed, the depth of the last byte outside a plain character
     std::vector<int32_t> chars(N), last_bad(N), parent(N, -1), up;
     std::vector<int8_t> need(N);
     std::vector<uint8_t> lo(N), hi(N);
-    std::vector<uint8_t> ends(N, 0);
+    std::vector<uint8_t> ends(N, 0);  // a token ends at the node
+    for (auto& [node, t] : tok_at) ends[node] = 1;
     for (int32_t i = 0; i < N; ++i) {
         const int32_t d = depth[i];
         up.resize(size_t(d - 1));
@@ -74,9 +75,6 @@ void VocabTrie::plain_below_(int32_t N) {
         last_bad[i] = ok ? (p >= 0 ? last_bad[p] : 0) : d;
         up.push_back(i);
     }
-    // a token ends at node i when the node has tokens: known from tok_at before the CSR is built
-    for (int32_t i = 0; i < N; ++i) ends[i] = 0;
-    for (auto& [node, t] : tok_at_) ends[node] = 1;
     // aggregates over each node's strict subtree, children first (reverse preorder)
     std::vector<int32_t> max_bad(N, -1), max_chars(N, -1);
     std::vector<uint8_t> partial(N, 0);
@@ -114,7 +112,7 @@ VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* a
     const uint8_t* prev = nullptr;
     size_t prev_len = 0;
     std::vector<int32_t> node_tokens_start;
-    std::vector<std::pair<int32_t, int32_t>>& tok_at = tok_at_;  // (node, token), nodes nondecreasing
+    std::vector<std::pair<int32_t, int32_t>> tok_at;  // (node, token), nodes nondecreasing
     for (int32_t t : ids) {
         const uint8_t* s = at(t);
         size_t n = len(t), common = 0;
@@ -150,14 +148,13 @@ VocabTrie::VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* a
         open.push_back(i);
     }
     while (!open.empty()) close(N);
-    plain_below_(N);
+    plain_below_(N, tok_at);
     tok_off.assign(N + 1, 0);
     for (auto& [node, t] : tok_at) ++tok_off[node + 1];
     for (int32_t i = 0; i < N; ++i) tok_off[i + 1] += tok_off[i];
     tok_ids.resize(tok_at.size());
     std::vector<int32_t> fill(tok_off.begin(), tok_off.end() - 1);
     for (auto& [node, t] : tok_at) tok_ids[fill[node]++] = t;
-    tok_at_ = {};
 }
 
 }  // namespace cad

@@ -36,8 +36,8 @@ struct VocabTrie {
     VocabTrie(const int64_t* off, const uint8_t* bytes, const uint32_t* allowed, int32_t vocab_size);
     int32_t vocab_size = 0;
 private:
-    std::vector<std::pair<int32_t, int32_t>> tok_at_;  // construction only
-    void plain_below_(int32_t n_nodes);
+    // plain_chars_below, from the nodes where tokens end ((node, token) pairs)
+    void plain_below_(int32_t n_nodes, const std::vector<std::pair<int32_t, int32_t>>& tok_at);
 public:
     size_t n_tokens() const { return tok_ids.size(); }
     size_t size() const { return byte.size(); }

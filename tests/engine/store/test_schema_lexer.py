@@ -32,6 +32,20 @@ def test_literal_tries_equal_the_code_point_route(values):
         assert same(_literal_dfa(values, colon), concat_suffix(ref, colon))
 
 
+@pytest.mark.parametrize("ws", ["[ ]?", r"[ \t\n\r]*", "", r'(?:\s|")*', "x?y*"])
+def test_one_key_is_a_chain_before_its_separator_unless_the_separator_reads_a_quote(ws):
+    """A single key's automaton is written as it is minimised (no minimisation), only where no text of
+    the separator holds a quote (else a state of the chain could equal one of the separator's)."""
+    from cad_outlines.engine.frontend.json_schema import lexicon
+
+    colon = punctuation(ws)["COLON"]
+    lexicon._QUOTE_FREE.clear()
+    for key in ["a", "name", "a:b", " x ", "", "\u00e9\U0001f600"]:
+        ref = concat_suffix(S.json_string_dfa(S.literals([key])), colon)
+        assert same(_literal_dfa(frozenset([key]), colon), ref), (ws, key)
+    assert (id(colon) in lexicon._QUOTE_FREE) == ('"' not in ws)
+
+
 @pytest.mark.parametrize("value", ["a/b", 'say "hi"', "back\\slash", "tab\there", "\ud800"])
 def test_literals_with_several_spellings_take_the_general_route(value):
     assert _literal_dfa(frozenset([value]), None) is None

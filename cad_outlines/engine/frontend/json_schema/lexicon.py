@@ -362,6 +362,8 @@ def _literal_dfa(values, suffix: ByteDFA | None) -> ByteDFA | None:
         (v,) = values
         spelled = np.frombuffer(b'"' + v.encode() + b'"', dtype=np.uint8)
         k = len(spelled)
+        if suffix is not None and _quote_free(suffix):
+            return _chain(spelled, suffix)
         src, byte, tgt, ends = np.arange(k), spelled, np.arange(1, k + 1), [k]
         n_trie = k + 1
     else:
@@ -383,6 +385,39 @@ def _literal_dfa(values, suffix: ByteDFA | None) -> ByteDFA | None:
     trans = np.full((n, 256), -1, dtype=np.int32)
     trans[src, byte] = tgt
     return _joined(trans, np.zeros(n, dtype=bool), ends, suffix)
+
+
+_QUOTE_FREE: dict[int, ByteDFA] = {}  # id -> suffix, the suffixes :func:`_chain` may append
+
+
+def _quote_free(suffix: ByteDFA) -> bool:
+    """Whether :func:`_chain` may append `suffix`: minimal and canonically numbered already (as
+    :func:`punctuation` makes it: checked once per suffix), no block rows, no ``"`` in any text."""
+    if _QUOTE_FREE.get(id(suffix)) is suffix:
+        return True
+    t = suffix.trans
+    if suffix.block is not None or (t[:, ord('"')] >= 0).any():
+        return False
+    again, lab, _ = minimize_arrays(t, np.where(suffix.accept, 0, -1), None)
+    if again.shape != t.shape or not (again == t).all() or not ((lab >= 0) == suffix.accept).all():
+        return False
+    _QUOTE_FREE[id(suffix)] = suffix
+    return True
+
+
+def _chain(spelled: np.ndarray, suffix: ByteDFA) -> ByteDFA:
+    """One literal's bytes (`spelled`, quotes included) then a :func:`_quote_free` `suffix`: what
+    :func:`_joined` returns for it, without minimising. It is minimal: a chain state's texts all hold
+    the closing quote and no suffix state's text does, and two chain states' shortest texts differ in
+    length. It is canonically numbered: a breadth-first walk from 0 goes down the chain, then through
+    the suffix in the suffix's own order."""
+    k = len(spelled)  # chain states 0 .. k-1; the closing quote enters the suffix's start, state k
+    trans = np.full((k + suffix.n_states, 256), -1, dtype=np.int32)
+    trans[np.arange(k), spelled] = np.arange(1, k + 1, dtype=np.int32)
+    trans[k:] = np.where(suffix.trans >= 0, suffix.trans + k, -1)
+    acc = np.zeros(len(trans), dtype=bool)
+    acc[k:] = suffix.accept
+    return ByteDFA(trans, acc, None)
 
 
 def concat_suffix(dfa: ByteDFA, suffix: ByteDFA) -> ByteDFA:

@@ -92,6 +92,32 @@ struct Builder {
         }
         a.a_class.assign(256, 0);
         auto own = [](int b) { return b == 9 || b == 10 || b == 32; };
+        // by hash first, then every column checked against its class's first in one pass over the rows
+        // (row by row: a column is read with a stride of a row); a collision: compared column by column
+        for (int b = 0; b < 256; ++b) {
+            int cls = -1;
+            for (int k = 0; k < n_classes && cls < 0 && !own(b); ++k)
+                if (!own(rep[k]) && h[rep[k]] == h[b]) cls = k;
+            if (cls < 0) {
+                cls = n_classes++;
+                rep[cls] = b;
+            }
+            a.a_class[b] = uint8_t(cls);
+        }
+        bool same = true;
+        for (size_t u = 0; u < n && same; ++u) {
+            const int32_t* t = g.l_trans.p + u * 256;
+            const uint8_t* k = g.l_block.p + u * 256;
+            for (int b = 0; b < 256; ++b) {
+                const int r = rep[a.a_class[b]];
+                same &= t[b] == t[r] && k[b] == k[r];
+            }
+        }
+        if (same) {
+            a.n_classes = n_classes;
+            return;
+        }
+        n_classes = 0;
         for (int b = 0; b < 256; ++b) {
             int cls = -1;
             for (int k = 0; k < n_classes && cls < 0 && !own(b); ++k) {

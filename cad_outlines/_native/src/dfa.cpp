@@ -519,13 +519,19 @@ TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* l
             out.blocked[s] = std::any_of(block + size_t(s) * 256, block + size_t(s + 1) * 256, [](uint8_t v) { return v; });
     }
     // live: backwards from the accepting states over the edges of states 0..m-1
-    std::vector<size_t> roff(total + 1, 0);
-    for (size_t i = 0; i < size_t(m) * 256; ++i) ++roff[size_t(out.trans[i]) + 1];
+    // (edges into the dead state m are left out: it reaches nothing; most of a row goes there)
+    std::vector<int64_t> roff(total + 1, 0);
+    for (size_t i = 0; i < size_t(m) * 256; ++i)
+        if (out.trans[i] != m) ++roff[size_t(out.trans[i]) + 1];  // (one counter for every dead edge: a chain)
     for (size_t s = 0; s < total; ++s) roff[s + 1] += roff[s];
-    std::vector<int32_t> pred(roff[total]);
+    std::vector<int32_t> pred(size_t(roff[total]));
     {
-        std::vector<size_t> fill(roff.begin(), roff.end() - 1);
-        for (size_t i = 0; i < size_t(m) * 256; ++i) pred[fill[out.trans[i]]++] = int32_t(i / 256);
+        std::vector<int64_t> fill(roff.begin(), roff.end() - 1);
+        for (int32_t s = 0; s < m; ++s) {
+            const int32_t* row = out.trans.data() + size_t(s) * 256;
+            for (int b = 0; b < 256; ++b)
+                if (row[b] != m) pred[size_t(fill[row[b]]++)] = s;
+        }
     }
     out.live.assign(total, 0);
     std::vector<int32_t> todo;  // states that reach an accepting state in zero or more steps
@@ -534,8 +540,8 @@ TerminalTables terminal_tables(int32_t n, const int32_t* trans, const int32_t* l
     while (!todo.empty()) {
         const int32_t t = todo.back();
         todo.pop_back();
-        for (size_t e = roff[t]; e < roff[size_t(t) + 1]; ++e) {
-            const int32_t p = pred[e];
+        for (int64_t e = roff[t]; e < roff[size_t(t) + 1]; ++e) {
+            const int32_t p = pred[size_t(e)];
             if (out.live[p]) continue;
             out.live[p] = 1;
             if (out.label[p] < 0) todo.push_back(p);

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from analysis.__main__ import main
 
 
@@ -37,3 +39,33 @@ def test_schema_test_suite_reports_verdicts_and_refusals(tmp_path):
     report = (tmp_path / "out" / "schema_test_suite.md").read_text()
     assert "2 groups, 1 refused (1 tests); of 2 tests checked: 2 right" in report
     assert "**0 false rejections, 0 false admissions**" in report and "`uniqueItems` 1" in report
+
+
+@pytest.mark.shared_data
+def test_maskbench_compares_engines_on_common_schemas_and_breaks_ours_down_by_phase(tmp_path):
+    """The maskbench study end to end on three schemas, ours beside llguidance (GPT-2): the correctness
+    columns count instances, the common-schema table takes the schemas both compiled, and ours' time to
+    first mask is split into the compile's phases and the first fill."""
+    pytest.importorskip("llguidance")
+    data = tmp_path / "jsb" / "maskbench" / "data"
+    data.mkdir(parents=True)
+    (tmp_path / "jsb" / "data").mkdir()
+    obj = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 2}}, "required": ["a"]}
+    cases = {"Kubernetes---a.json": (obj, [({"a": 3}, True), ({"a": 1}, False)]),
+             "Kubernetes---b.json": ({"type": "array", "uniqueItems": True}, [([1, 2], True)]),
+             "BFCL_simple_3.json": ({"enum": ["x", "y"]}, [("x", True), ("z", False)])}
+    for name, (schema, tests) in cases.items():
+        (data / name).write_text(json.dumps({"schema": schema, "tests": [{"data": d, "valid": v} for d, v in tests]}))
+    out = tmp_path / "out"
+    assert main(["maskbench", "--jsb", str(tmp_path / "jsb"), "--engines", "ours,llguidance", "--tokenizers", "gpt2",
+                 "--jsb-per-category", "0", "--fresh", "--cache-dir", str(tmp_path / "cache"),
+                 "--out-dir", str(out)]) == 0
+    report = (out / "maskbench.md").read_text()
+    # ours refuses uniqueItems; both compile the other two, exactly (0 of 2 valid rejected, 0 of 2 invalid admitted)
+    assert "| all | ours | 2/3 | 0 |" in report and "| 0/2 | 0/2 |" in report
+    common = report.split("## Time to first mask on the schemas every engine compiled")[1].split("##")[0]
+    assert "| gpt2 | ours | 2 |" in common and "| gpt2 | llguidance | 2 |" in common
+    phases = report.split("## Ours: where the time to first mask goes (MaskBench, gpt2, 2 schemas)")[1].split("##")[0]
+    for phase in ("lark load", "lexer configurations", "parse tables", "flat arrays", "other compile work",
+                  "first mask", "time to first mask"):
+        assert f"| {phase} |" in phases

@@ -196,13 +196,15 @@ class LexerSpec:
         """``competitors[i][b]``: the (terminal, state) runs of the terminals j < i of i's group
         still running after first byte b, or None if one of them already accepts."""
         out: list[list] = [[] for _ in range(self.n_terminals)]
+        first, first_runs, killer = self.first.tolist(), self.first_runs.tolist(), self.first_killer.tolist()
         for idx in self.members:
+            members = idx.tolist()
             for b in range(256):
-                runs = [(int(j), int(self.first[j, b])) for j in idx if self.first_runs[j, b]]
+                runs = [(j, first[j][b]) for j in members if first_runs[j][b]]
                 n = 0  # runs among the group's terminals before i
-                for i in idx.tolist():
-                    out[i].append(None if self.first_killer[i, b] < i else tuple(runs[:n]))
-                    n += bool(self.first_runs[i, b])
+                for i in members:
+                    out[i].append(None if killer[i][b] < i else tuple(runs[:n]))
+                    n += first_runs[i][b]
         return out
 
     def competitor_arrays(self, off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

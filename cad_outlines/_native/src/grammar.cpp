@@ -21,18 +21,18 @@ std::string config_key(int32_t owner, int32_t state, const int32_t* cons, size_t
     return key;
 }
 
-void Grammar::index_configs() {
-    config_ids.clear();
-    config_ids.reserve(n_configs() * 2);
+void Grammar::index_configs() const {
+    config_ids_.reserve(n_configs() * 2);
     for (size_t q = 0; q < n_configs(); ++q) {
         int64_t lo = c_cons_off[q], hi = c_cons_off[q + 1];
-        config_ids.emplace(config_key(c_owner[q], c_state[q], c_cons.p + lo, size_t(hi - lo)), int32_t(q));
+        config_ids_.emplace(config_key(c_owner[q], c_state[q], c_cons.p + lo, size_t(hi - lo)), int32_t(q));
     }
 }
 
 int32_t Grammar::find_config(int32_t owner, int32_t state, const int32_t* cons, size_t n_cons) const {
-    auto it = config_ids.find(config_key(owner, state, cons, n_cons));
-    return it == config_ids.end() ? -1 : it->second;
+    std::call_once(*config_ids_once_, [this] { index_configs(); });
+    auto it = config_ids_.find(config_key(owner, state, cons, n_cons));
+    return it == config_ids_.end() ? -1 : it->second;
 }
 
 }  // namespace cad

@@ -1,9 +1,12 @@
 // The compiled grammar as read-only views over flat arrays (see engine/flat_grammar.py
-// for the layout). Built once, shared by every matcher and thread; never mutated.
+// for the layout). Built once, shared by every matcher and thread; never mutated (but for the
+// configuration index, built once on first use).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -66,9 +69,15 @@ struct Grammar {
     // point into it, and masks must hold its lock
     LazyStore* lazy = nullptr;
 
-    // configuration lookup: key = owner, state, cons...
-    std::unordered_map<std::string, int32_t> config_ids;
-    void index_configs();
+private:
+    mutable std::unordered_map<std::string, int32_t> config_ids_;
+    mutable std::shared_ptr<std::once_flag> config_ids_once_ = std::make_shared<std::once_flag>();
+    void index_configs() const;
+
+public:
+
+    // configuration lookup: key = owner, state, cons...; the index is built on the first lookup (once,
+    // whichever thread asks first): a matcher's first mask needs none
     int32_t find_config(int32_t owner, int32_t state, const int32_t* cons, size_t n_cons) const;
     bool is_eos(int32_t token) const {
         for (size_t i = 0; i < v_eos.size(); ++i)

@@ -104,7 +104,6 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
         g.v_bytes_off.size() != size_t(g.vocab_size) + 1 || g.t_root.size() != g.n_configs() ||
         g.t_uncond.size() != g.n_configs() || g.c_final.size() != g.n_configs() || g.n_configs() == 0)
         throw std::invalid_argument("flat grammar arrays have inconsistent sizes");
-    g.index_configs();
 }
 
 using Words = nb::ndarray<int32_t, nb::c_contig, nb::device::cpu>;

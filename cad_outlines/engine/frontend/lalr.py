@@ -47,21 +47,19 @@ def _tables(rows, priorities, start: str) -> LalrTables:
     from ..._native import core
 
     # symbols numbered in order of first appearance (origin, then expansion, rule by rule)
-    keys: list[tuple[str, bool]] = []
+    sym_id: dict[tuple[str, bool], int] = {}
+    number = sym_id.setdefault
+    origin_l: list[int] = []
+    rhs_l: list[int] = []
     rhs_off = [0]
-    for origin, expansion in rows:
-        keys.append(origin)
-        keys.extend(expansion)
-        rhs_off.append(len(keys) - len(rhs_off))
-    sym_id = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    start_id = sym_id.setdefault((start, False), len(sym_id))
-    seq = np.fromiter(map(sym_id.__getitem__, keys), dtype=np.int32, count=len(keys))
+    for o, expansion in rows:
+        origin_l.append(number(o, len(sym_id)))
+        rhs_l.extend([number(x, len(sym_id)) for x in expansion])
+        rhs_off.append(len(rhs_l))
+    start_id = number((start, False), len(sym_id))
+    origin, rhs = np.array(origin_l, dtype=np.int32), np.array(rhs_l, dtype=np.int32)
     rhs_off_a = np.array(rhs_off, dtype=np.int32)
-    heads = rhs_off_a[:-1] + np.arange(len(rhs_off) - 1, dtype=np.int32)  # each rule's origin in `seq`
-    is_head = np.zeros(len(keys), dtype=bool)
-    is_head[heads] = True
-    origin, rhs = seq[heads], seq[~is_head]
-    is_term = np.fromiter((t for _, t in sym_id), dtype=np.int32, count=len(sym_id))
+    is_term = np.array([t for _, t in sym_id], dtype=np.int32)
     priority = np.array(priorities, dtype=np.int32)
     out = core().build_lalr(is_term, origin, rhs_off_a, rhs, priority, start_id)
     names = [n for n, _ in sym_id] + [END]  # out["end_term"] == len(names) - 1

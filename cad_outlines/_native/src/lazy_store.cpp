@@ -20,6 +20,10 @@ constexpr uint8_t NL_GOES_ON = 1, NL_STARTS = 2;
 // every build over 1 << 14 nodes went to the pool at once; 2 cores under load 8)
 constexpr size_t PARALLEL_WALK_NODES = size_t(1) << 14;
 constexpr std::chrono::microseconds PARALLEL_AFTER{1000};
+// a subtree of fewer trie nodes is walked here, not delegated to a walk shared with other grammars
+// (SharedWalks): its region and exits cost more than its nodes (a new schema's first mask met
+// ~25 key regions under tokens like '{"', each a few nodes deep)
+constexpr int32_t MIN_SHARED_WALK_NODES = 64;
 // unions of more tokens are made in a bitset (a sort costs more from a few hundred on)
 constexpr size_t SORT_MAX = 256;
 
@@ -170,8 +174,8 @@ int32_t LazyStore::intern_front(Walk& w, const std::vector<Item>& f) const {
     uint64_t keep = ~STAYS_KNOWN;  // the classes on which every hypothesis stays as it is
     for (const Item& it : f) keep &= stays(it.state);
     // once per front, not per node: a walk's fronts are few, its nodes many (and on several threads)
-    const Region* reg = f.size() == 1 && trie_->shared->enabled() && pure(f[0].state) ? region(f[0].state) : nullptr;
-    w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), keep, 0, reg});
+    const bool may_share = f.size() == 1 && trie_->shared->enabled() && pure(f[0].state);
+    w.fronts.push_back({int32_t(w.front_items.size()), int32_t(f.size()), keep, 0, nullptr, may_share});
     w.front_items.insert(w.front_items.end(), f.begin(), f.end());
     return id;
 }
@@ -481,9 +485,16 @@ const LazyStore::Region* LazyStore::region(int32_t s) const {
 }
 
 bool LazyStore::delegate(Walk& w, int32_t node, int32_t f) const {
-    const Region* reg = w.fronts[f].reg;
-    if (!reg) return false;
     const VocabTrie& t = *trie_;
+    if (!w.fronts[f].may_share || t.subtree_end[node] - node < MIN_SHARED_WALK_NODES) return false;
+    if (!w.fronts[f].reg) {  // the region on the first subtree worth sharing: most fronts never meet one
+        w.fronts[f].reg = region(w.front_items[size_t(w.fronts[f].off)].state);
+        if (!w.fronts[f].reg) {
+            w.fronts[f].may_share = false;
+            return false;
+        }
+    }
+    const Region* reg = w.fronts[f].reg;
     auto [sw, made] = t.shared->walk(t, reg->sig, node);
     if (made) w.walked += sw->nodes;
     const int32_t eid = w.front_items[size_t(w.fronts[f].off)].eid;

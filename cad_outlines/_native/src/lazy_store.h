@@ -109,7 +109,8 @@ private:
         struct Front {
             int32_t off, len;  // in front_items
             uint64_t settles, moves;
-            const Region* reg;  // its one hypothesis' shared region (region()), else null
+            const Region* reg;  // its one hypothesis' shared region (region(), on the first delegate()), else null
+            bool may_share;     // one hypothesis, pure: a large enough subtree is delegated to a shared walk
         };
         InternIndex front_at;  // the fronts, by hash
         std::vector<Front> fronts;

@@ -361,8 +361,9 @@ class SchemaDoc:
         return replace(b, checks=b.checks + (("not", (Sub(neg, ptr),)),))
 
     def _own(self, s: dict, ptr: str) -> Basic:
-        """The constraints of `s` itself (no applicators)."""
-        b = Basic(pointer=ptr)
+        """The constraints of `s` itself (no applicators). Its fields are gathered in `kw` and the node
+        made once (a frozen dataclass made again per keyword cost a tenth of a new schema's front end)."""
+        kw: dict[str, Any] = {}
         if "type" in s:
             ts = _types(s["type"], ptr)
             types = set(ts)
@@ -372,8 +373,8 @@ class SchemaDoc:
                 if "number" not in types:
                     integer = True
                 types.add("number")
-            b = replace(b, types=frozenset(types), integer=integer,
-                        whole=integer and self.draft in ("draft3", "draft4"))
+            kw.update(types=frozenset(types), integer=integer,
+                      whole=integer and self.draft in ("draft3", "draft4"))
         if "const" in s or "enum" in s:
             vals = [s["const"]] if "const" in s else s["enum"]
             if not isinstance(vals, list):
@@ -381,25 +382,25 @@ class SchemaDoc:
             if "enum" in s and "const" in s:
                 consts = {canonical(_number_form(s["const"]))}
                 vals = [v for v in vals if canonical(_number_form(v)) in consts]
-            b = replace(b, enum=tuple(dict.fromkeys(canonical(_number_form(v)) for v in vals)))
+            kw.update(enum=tuple(dict.fromkeys(canonical(_number_form(v)) for v in vals)))
         # strings
         for k in ("minLength", "maxLength"):
             if k in s:
                 _nonneg_int(s[k], k, ptr)
         if "minLength" in s:
-            b = replace(b, min_len=int(s["minLength"]))
+            kw.update(min_len=int(s["minLength"]))
         if "maxLength" in s:
-            b = replace(b, max_len=int(s["maxLength"]))
+            kw.update(max_len=int(s["maxLength"]))
         if "pattern" in s:
             if not isinstance(s["pattern"], str):
                 raise SchemaError("pattern", f"{ptr}/pattern", "pattern must be a string")
             _check_pattern(s["pattern"], "pattern", f"{ptr}/pattern")
-            b = replace(b, patterns=(s["pattern"],))
+            kw.update(patterns=(s["pattern"],))
         if "format" in s and isinstance(s["format"], str):
             from .formats import checked_format
             f = checked_format(s["format"], f"{ptr}/format")
             if f is not None:
-                b = replace(b, formats=(f,))
+                kw.update(formats=(f,))
         # numbers
         lo = hi = None
         lo_strict = hi_strict = False
@@ -419,12 +420,12 @@ class SchemaDoc:
                 lo, lo_strict = x, True
             elif not is_lo and (hi is None or x <= hi):
                 hi, hi_strict = x, True
-        b = replace(b, lo=lo, lo_strict=lo_strict, hi=hi, hi_strict=hi_strict)
+        kw.update(lo=lo, lo_strict=lo_strict, hi=hi, hi_strict=hi_strict)
         if "multipleOf" in s:
             m = _number(s["multipleOf"], "multipleOf", ptr)
             if m <= 0:
                 raise SchemaError("multipleOf", f"{ptr}/multipleOf", "multipleOf must be > 0")
-            b = replace(b, multiple=m)
+            kw.update(multiple=m)
         # arrays
         items = s.get("items")
         prefix = s.get("prefixItems")
@@ -434,23 +435,23 @@ class SchemaDoc:
                                   "prefixItems)")
             prefix, items = items, s.get("additionalItems", True)
             base = f"{ptr}/items"
-            b = replace(b, prefix=tuple(Sub(x, f"{base}/{i}") for i, x in enumerate(prefix)),
-                        items=None if items is True else Sub(items, f"{ptr}/additionalItems"))
+            kw.update(prefix=tuple(Sub(x, f"{base}/{i}") for i, x in enumerate(prefix)),
+                      items=None if items is True else Sub(items, f"{ptr}/additionalItems"))
         else:
             if prefix is not None:
                 prefix = _list(prefix, "prefixItems", ptr)
-                b = replace(b, prefix=tuple(Sub(x, f"{ptr}/prefixItems/{i}") for i, x in enumerate(prefix)))
+                kw.update(prefix=tuple(Sub(x, f"{ptr}/prefixItems/{i}") for i, x in enumerate(prefix)))
             if items is not None and items is not True and items != {}:
-                b = replace(b, items=Sub(items, f"{ptr}/items"))
+                kw.update(items=Sub(items, f"{ptr}/items"))
         if "minItems" in s:
-            b = replace(b, min_items=_nonneg_int(s["minItems"], "minItems", ptr))
+            kw.update(min_items=_nonneg_int(s["minItems"], "minItems", ptr))
         if "maxItems" in s:
-            b = replace(b, max_items=_nonneg_int(s["maxItems"], "maxItems", ptr))
+            kw.update(max_items=_nonneg_int(s["maxItems"], "maxItems", ptr))
         if s.get("uniqueItems") is True:
             raise SchemaError("uniqueItems", f"{ptr}/uniqueItems", "uniqueItems: true cannot be expressed by a "
                               "context-free grammar")
         if "contains" in s:
-            b = _trivial_contains(b, s, ptr)
+            kw.update(_trivial_contains(kw, s, ptr))
         for k in ("unevaluatedItems", "unevaluatedProperties", "propertyNames"):
             if k in s and s[k] is not True and s[k] != {}:
                 raise SchemaError(k, f"{ptr}/{k}", f"{k} is not supported")
@@ -459,29 +460,29 @@ class SchemaDoc:
         if props is not None:
             if not isinstance(props, dict):
                 raise SchemaError("properties", f"{ptr}/properties", "properties must be an object")
-            b = replace(b, props=tuple((k, Sub(v, f"{ptr}/properties/{_esc(k)}")) for k, v in props.items()))
+            kw.update(props=tuple((k, Sub(v, f"{ptr}/properties/{_esc(k)}")) for k, v in props.items()))
         req = s.get("required")
         if isinstance(req, list):
-            b = replace(b, required=tuple(dict.fromkeys(r for r in req if isinstance(r, str))))
+            kw.update(required=tuple(dict.fromkeys(r for r in req if isinstance(r, str))))
         elif req is not None and not isinstance(req, bool):
             raise SchemaError("required", f"{ptr}/required", "required must be an array of names")
         if isinstance(req, bool) and req:
             raise SchemaError("required", f"{ptr}/required", "draft-3 'required: true' is not supported")
         if "additionalProperties" in s and s["additionalProperties"] is not True and s["additionalProperties"] != {}:
-            b = replace(b, additional=Sub(s["additionalProperties"], f"{ptr}/additionalProperties"))
+            kw.update(additional=Sub(s["additionalProperties"], f"{ptr}/additionalProperties"))
         pp = s.get("patternProperties")
         if pp:
             if not isinstance(pp, dict):
                 raise SchemaError("patternProperties", f"{ptr}/patternProperties", "must be an object")
             for k in pp:
                 _check_pattern(k, "patternProperties", f"{ptr}/patternProperties/{_esc(k)}")
-            b = replace(b, pattern_props=tuple((k, Sub(v, f"{ptr}/patternProperties/{_esc(k)}"))
-                                               for k, v in pp.items()))
+            kw.update(pattern_props=tuple((k, Sub(v, f"{ptr}/patternProperties/{_esc(k)}"))
+                                              for k, v in pp.items()))
         if "minProperties" in s:
-            b = replace(b, min_props=_nonneg_int(s["minProperties"], "minProperties", ptr))
+            kw.update(min_props=_nonneg_int(s["minProperties"], "minProperties", ptr))
         if "maxProperties" in s:
-            b = replace(b, max_props=_nonneg_int(s["maxProperties"], "maxProperties", ptr))
-        return b
+            kw.update(max_props=_nonneg_int(s["maxProperties"], "maxProperties", ptr))
+        return Basic(pointer=ptr, **kw)
 
     def _dependencies(self, s: dict, ptr: str) -> tuple:
         """``dependentRequired``, ``dependentSchemas`` and draft-7 ``dependencies`` as checks: an
@@ -708,19 +709,21 @@ def _number_form(v: Any) -> Any:
     return v
 
 
-def _trivial_contains(b: Basic, s: dict, ptr: str) -> Basic:
+def _trivial_contains(kw: dict, s: dict, ptr: str) -> dict:
     """``contains`` whose schema every item matches (``true``, ``{}``) or none does (``false``), as counts:
     ``minContains`` (default 1) to ``maxContains`` matching items (the keywords of drafts 2019-09 on; an
     older draft's reader has dropped them) bound the array's length, or, for ``false``, a minimum above 0
-    rules arrays out. Any other ``contains`` is refused: which items match is beyond this front end."""
+    rules arrays out. Any other ``contains`` is refused: which items match is beyond this front end.
+    `kw`: the node's fields so far (:meth:`SchemaDoc._own`); returns those it changes."""
     c = s["contains"]
     lo = _nonneg_int(s.get("minContains", 1), "minContains", ptr)
     hi = _nonneg_int(s["maxContains"], "maxContains", ptr) if "maxContains" in s else None
     if c is True or c == {}:
-        return replace(b, min_items=max(b.min_items, lo),
-                       max_items=hi if b.max_items is None else b.max_items if hi is None else min(b.max_items, hi))
+        min_items, max_items = kw.get("min_items", 0), kw.get("max_items")
+        return dict(min_items=max(min_items, lo),
+                    max_items=hi if max_items is None else max_items if hi is None else min(max_items, hi))
     if c is False:
-        return b if lo == 0 else replace(b, types=b.types - {"array"})
+        return {} if lo == 0 else dict(types=kw.get("types", frozenset(TYPES)) - {"array"})
     raise SchemaError("contains", f"{ptr}/contains", "contains is not supported (other than true, {} or false)")
 
 

@@ -25,6 +25,25 @@ def test_schema_coverage_counts_compiles_and_names_refusals(tmp_path, capsys):
     assert "| `uniqueItems` | 1 | Kubernetes---b.json: keyword uniqueItems" in report
 
 
+
+def test_schema_coverage_teacher_forces_instances_and_lists_wrong_verdicts(tmp_path):
+    """--instances: each instance of a compiled schema is checked byte by byte; an instance in another key
+    order is a false rejection in declared order and none in any order; a lone surrogate is unchecked."""
+    data = tmp_path / "jsb" / "maskbench" / "data"
+    data.mkdir(parents=True)
+    obj = {"type": "object", "properties": {"a": {"type": "integer", "minimum": 2}, "b": {"type": "string"}},
+           "required": ["a"]}
+    tests = [({"b": "x", "a": 3}, True), ({"a": 1}, False), ({"a": 2, "b": "\ud800"}, True)]
+    (data / "Kubernetes---a.json").write_text(json.dumps({"schema": obj, "tests": [{"data": d, "valid": v}
+                                                                                  for d, v in tests]}))
+    for order, wrong in (("declared", 1), ("any", 0)):
+        out = tmp_path / order
+        assert main(["schema-coverage", "--jsb", str(tmp_path / "jsb"), "--out-dir", str(out), "--instances",
+                     "--property-order", order]) == 0
+        report = (out / "schema_coverage.md").read_text()
+        assert f"| all | 1 | 0 | 2 | {wrong} | 1 | 0 | 1 |" in report
+        assert ("Kubernetes---a.json instance 0: valid, rejected" in report) == bool(wrong)
+
 def test_schema_test_suite_reports_verdicts_and_refusals(tmp_path):
     folder = tmp_path / "suite" / "tests" / "draft7"
     folder.mkdir(parents=True)

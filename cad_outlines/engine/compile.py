@@ -506,8 +506,8 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
     - `property_order`: ``"declared"`` (default: an object's declared ``properties`` in schema
       order, as Outlines and llguidance, then additional or pattern properties in any order) or
       ``"any"`` (keys in any order; a key may repeat, each value checked, as JSON parsers keep the
-      last; required names are tracked in 2**r parser states, so an object whose states take over
-      4,096 moves keeps its declared order, with a ``SchemaOrderWarning``);
+      last; required names are tracked in 2**r parser states, so an object past the schema's budget of
+      moves (docs/json_schema.md) keeps its declared order, with a ``SchemaOrderWarning``);
     - `coerce_one_of`: treat a ``oneOf`` whose branches may overlap as ``anyOf`` (else refused);
     - `lazy` (default True): rows built on first use (:func:`compile_grammar`'s ``lazy``); False
       builds and streamlines the whole store.

@@ -233,12 +233,12 @@ def test_any_property_order_tracks_required_names_and_checks_repeated_keys(vocab
 def test_any_property_order_keeps_the_declared_order_of_objects_with_many_required_names(vocab):
     from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
 
-    names = [f"p{i}" for i in range(10)]
+    names = [f"p{i}" for i in range(14)]
     schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"x": {}, "y": {}},
                                                          "required": ["x", "y"]},
                                                **{n: {"type": "integer"} for n in names}},
               "required": names}
-    with pytest.warns(SchemaOrderWarning, match="11 properties .10 required. in any order"):
+    with pytest.warns(SchemaOrderWarning, match="15 properties .14 required. in any order"):
         g = compile_json_schema(schema, vocab, cache=False, property_order="any")
     inner = ", ".join(f'"{n}": 1' for n in names)
     assert accepts(g, vocab, '{"small": {"y": 1, "x": 2}, ' + inner + "}")  # the small object: any order
@@ -613,3 +613,34 @@ def test_a_reference_cycle_with_no_value_in_between_is_refused_naming_ref(vocab,
         compile_json_schema(schema, vocab, cache=False)
     tree = compile_json_schema({"type": "object", "properties": {"x": {"$ref": "#"}}}, vocab, cache=False)
     assert accepts(tree, vocab, '{"x": {"x": {}}}') and not accepts(tree, vocab, '{"x": 1}')
+
+
+def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_object(vocab, monkeypatch):
+    """The any-order budget is the schema's (MAX_ANY_ORDER_EDGES moves, all objects together); where the
+    grammar it gives has over MAX_ANY_ORDER_RULES rules, the schema is built again with
+    MAX_ANY_ORDER_EDGES_EACH moves per object: here the big object then keeps its declared order, with one
+    warning (from the build kept). Fixed numbers, not the active limits: the grammar does not depend on them."""
+    import warnings
+
+    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    names = [f"p{i}" for i in range(10)]  # 2**10 required subsets x 11 names: within 16,384, over 4,096
+    schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"x": {}, "y": {}},
+                                                         "required": ["x", "y"]},
+                                               **{n: {"type": "integer"} for n in names}},
+              "required": names}
+    inner = '{"small": {"y": 1, "x": 2}, '
+    swapped = ", ".join(f'"{n}": 1' for n in [names[1], names[0], *names[2:]])
+    g = compile_json_schema(schema, vocab, cache=False, property_order="any")  # any order: no warning
+    assert accepts(g, vocab, inner + swapped + "}")
+    monkeypatch.setattr(G, "MAX_ANY_ORDER_RULES", 2000)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        sg = G.build_grammar(schema, property_order="any")
+    assert [type(w.message) for w in warned] == [SchemaOrderWarning]
+    assert len(sg.rule_list) < 2000
+    with pytest.warns(SchemaOrderWarning):  # another schema text: not the compile above from the cache
+        small = compile_json_schema({"title": "t", **schema}, vocab, cache=False, property_order="any")
+    assert accepts(small, vocab, inner + ", ".join(f'"{n}": 1' for n in names) + "}")  # declared order
+    assert not accepts(small, vocab, inner + swapped + "}")

@@ -68,7 +68,13 @@ MAX_SPLIT = 10  # distinct value schemas one property's value is split by (2**n 
 MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes at most)
 MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
 MAX_WHOLES = 8  # whole classes one position admits (each a lexer run of its own); more: atoms
-MAX_ANY_ORDER_EDGES = 4096  # moves of one object's product in property_order="any" (else: declared order)
+MAX_ANY_ORDER_EDGES = 16_384  # moves of a schema's object products in property_order="any", all objects together
+# (past it an object keeps its declared order); where the grammar then has over MAX_ANY_ORDER_RULES rules (an
+# object's rules are written once per way its values end), the schema is built again with
+# MAX_ANY_ORDER_EDGES_EACH moves per object instead. Fixed numbers, not the active limits: a schema and its
+# options make one grammar (the compile caches are keyed by them)
+MAX_ANY_ORDER_RULES = 40_000
+MAX_ANY_ORDER_EDGES_EACH = 4096
 PROPERTY_ORDERS = ("declared", "any")
 
 
@@ -260,6 +266,8 @@ class _Builder:
         self._forming: set[str] = set()
         self._atoms: dict = {}
         self.wholes: dict[tuple, None] = {}  # (kind, class) of the whole-class terminals, in first use order
+        self.any_order_left: int | None = MAX_ANY_ORDER_EDGES  # moves any-order objects may still take (None:
+        # MAX_ANY_ORDER_EDGES_EACH each)
         self._splits: dict = {}
         self._pending: list = []
 
@@ -271,7 +279,13 @@ class _Builder:
         self.rules.append((lhs, rhs))
         if not len(self.rules) & 1023:
             check_deadline("JSON Schema rules")
+            self._rule_budget()
             check_limit("max_rules", len(self.rules), "JSON Schema grammar")
+
+    def _rule_budget(self) -> None:
+        """Stop a build within the schema's any-order budget that writes over MAX_ANY_ORDER_RULES rules."""
+        if self.any_order and self.any_order_left is not None and len(self.rules) > MAX_ANY_ORDER_RULES:
+            raise _TooManyRules
 
     # -- formulas -------------------------------------------------------------------------
     def formula(self, sub: Sub) -> tuple:
@@ -633,6 +647,7 @@ class _Builder:
     # -- terminals --------------------------------------------------------------------------
     def finish(self, root: str) -> SchemaGrammar:
         self.flush()
+        self._rule_budget()
         names: dict[tuple, str] = {}
         terminals: list[tuple[str, ByteDFA]] = []
         groups: list[int] = []
@@ -864,8 +879,8 @@ class _ObjectProduct(_Product):
     failed); a leaf holds at the end if it saw all its required names. A key may come again (each
     value checked against its schema; JSON parsers keep the last): tracking every name seen would take
     2**n states for n names, the required ones alone take 2**r, each with a move per name: an object
-    whose product passes MAX_ANY_ORDER_EDGES moves keeps the declared order (narrower, never
-    wider), with a :class:`SchemaOrderWarning`."""
+    whose product passes what the schema's other objects left of MAX_ANY_ORDER_EDGES moves keeps the
+    declared order (narrower, never wider), with a :class:`SchemaOrderWarning`."""
 
     open_, close, prefix = "LBRACE", "RBRACE", "obj"
     EXTRA, DEAD = -1, -2
@@ -889,16 +904,22 @@ class _ObjectProduct(_Product):
         self.own_declared = self.own
         if self.any_order:
             self.own = False  # no order to read in: one merged state for every leaf
-            self.edge_budget = MAX_ANY_ORDER_EDGES
+            left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
+            self.edge_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
+
+    def explore(self) -> None:
+        super().explore()
+        if self.any_order and self.b.any_order_left is not None:
+            self.b.any_order_left -= len(self.edges)
 
     def over_budget_at_once(self) -> bool:
-        return 2 ** len(self.required) * len(self.G) > MAX_ANY_ORDER_EDGES  # with one leaf already: not explored
+        return 2 ** len(self.required) * len(self.G) > self.edge_budget  # with one leaf already: not explored
 
     def over_budget(self) -> None:
         ptr = self.lf[self.members[0]].b.pointer if self.members else ""
         warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
-                      f"required) in any order take over {MAX_ANY_ORDER_EDGES} moves between parser states; "
-                      "this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
+                      f"required) in any order take over the {self.edge_budget} moves between parser states it may "
+                      "take; this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
         self.any_order, self.own, self.edge_budget = False, self.own_declared, None
 
     # values a leaf asks of a property ----------------------------------------------------
@@ -1134,6 +1155,20 @@ def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[st
     return [(lhs, rhs) for lhs, rhs in rules if lhs in seen]
 
 
+class _TooManyRules(Exception):
+    """A build whose any-order objects, within the schema's budget, made over MAX_ANY_ORDER_RULES rules."""
+
+
+def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None) -> SchemaGrammar:
+    b = _Builder(doc, ws, property_order)
+    b.any_order_left = any_order_budget
+    b.collect(root)
+    top = b.value(root)
+    if top is None:
+        raise SchemaError("schema", "", "the schema admits no value")
+    return b.finish(top)
+
+
 MAX_LENGTH_BOUND = 4096  # minLength/maxLength above this are refused: the automaton counts every character
 MAX_COUNTED_CHARS = 16_384  # the distinct length bounds of one schema, summed (~13 lexer states a character)
 
@@ -1190,14 +1225,18 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
         raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not {property_order!r}")
     ws = WHITESPACE.get(whitespace, whitespace)
     doc = SchemaDoc(schema, coerce_one_of=coerce_one_of)
-    b = _Builder(doc, ws, property_order)
     root = Sub(schema, "")
     try:
-        b.collect(root)
-        top = b.value(root)
-        if top is None:
-            raise SchemaError("schema", "", "the schema admits no value")
-        return b.finish(top)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always", SchemaOrderWarning)
+            try:
+                out = _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES)
+            except _TooManyRules:
+                warned.clear()  # (of the first build)
+                out = _build(doc, ws, property_order, root, None)
+        for w in warned:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return out
     except RecursionError:
         raise SchemaError("schema", "", "its sub-schemas nest too deeply to compile: each level of nesting (or of a "
                           "recursive $ref whose constraints differ from level to level) is a level of the front "

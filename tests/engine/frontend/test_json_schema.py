@@ -644,3 +644,27 @@ def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_
         small = compile_json_schema({"title": "t", **schema}, vocab, cache=False, property_order="any")
     assert accepts(small, vocab, inner + ", ".join(f'"{n}": 1' for n in names) + "}")  # declared order
     assert not accepts(small, vocab, inner + swapped + "}")
+
+
+def test_any_property_order_that_splits_a_value_too_finely_builds_again_with_a_budget_per_object(monkeypatch):
+    """In any order a union of objects reads keys in one merged state, so a property's value is split by
+    every branch's schema at once; past MAX_SPLIT the first build is refused ("anyOf") and the schema is
+    built again with MAX_ANY_ORDER_EDGES_EACH moves per object (here none: declared order, as it compiles)."""
+    import warnings
+
+    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    branches = [("circle", ["radius"]), ("rectangle", ["length", "width"]), ("triangle", ["base", "height"])]
+    schema = {"type": "object", "oneOf": [
+        {"properties": {**{n: {"type": "number"} for n in ns}, "shape": {"enum": [s]}}, "required": ["shape", *ns]}
+        for s, ns in branches]}  # in declared order each branch reads its own names first
+    monkeypatch.setattr(G, "MAX_SPLIT", 2)  # "shape" is decided by 3 schemas in the merged state
+    G.build_grammar(schema, property_order="declared")
+    with pytest.raises(SchemaError, match="decided by 3 different schemas"):  # the object fits 4,096 moves
+        G.build_grammar(schema, property_order="any")
+    monkeypatch.setattr(G, "MAX_ANY_ORDER_EDGES_EACH", 0)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        G.build_grammar(schema, property_order="any")
+    assert warned and all(w.category is SchemaOrderWarning for w in warned)

@@ -70,8 +70,8 @@ MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
 MAX_WHOLES = 8  # whole classes one position admits (each a lexer run of its own); more: atoms
 MAX_ANY_ORDER_EDGES = 16_384  # moves of a schema's object products in property_order="any", all objects together
 # (past it an object keeps its declared order); where the grammar then has over MAX_ANY_ORDER_RULES rules (an
-# object's rules are written once per way its values end), the schema is built again with
-# MAX_ANY_ORDER_EDGES_EACH moves per object instead. Fixed numbers, not the active limits: a schema and its
+# object's rules are written once per way its values end) or an object's merged states split a value past
+# MAX_SPLIT or MAX_PRODUCT_STATES, the schema is built again with MAX_ANY_ORDER_EDGES_EACH moves per object. Fixed numbers, not the active limits: a schema and its
 # options make one grammar (the compile caches are keyed by them)
 MAX_ANY_ORDER_RULES = 40_000
 MAX_ANY_ORDER_EDGES_EACH = 4096
@@ -1231,7 +1231,11 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
             warnings.simplefilter("always", SchemaOrderWarning)
             try:
                 out = _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES)
-            except _TooManyRules:
+            except (_TooManyRules, SchemaError) as e:
+                # too many rules, or merged any-order states that split a value too finely ("anyOf"): each
+                # object then gets its own smaller budget (others' keyword errors come again, as they were)
+                if isinstance(e, SchemaError) and (property_order != "any" or e.keyword != "anyOf"):
+                    raise
                 warned.clear()  # (of the first build)
                 out = _build(doc, ws, property_order, root, None)
         for w in warned:

@@ -69,10 +69,10 @@ MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes
 MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
 MAX_WHOLES = 8  # whole classes one position admits (each a lexer run of its own); more: atoms
 MAX_ANY_ORDER_EDGES = 16_384  # moves of a schema's object products in property_order="any", all objects together
-# (past it an object keeps its declared order); where the grammar then has over MAX_ANY_ORDER_RULES rules (an
-# object's rules are written once per way its values end) or an object's merged states split a value past
-# MAX_SPLIT or MAX_PRODUCT_STATES, the schema is built again with MAX_ANY_ORDER_EDGES_EACH moves per object. Fixed numbers, not the active limits: a schema and its
-# options make one grammar (the compile caches are keyed by them)
+# (past it an object keeps its declared order). Where the grammar then has over MAX_ANY_ORDER_RULES rules (an
+# object's rules are written once per way its values end), or an object's merged states split a value past
+# MAX_SPLIT or MAX_PRODUCT_STATES, the schema is built again with MAX_ANY_ORDER_EDGES_EACH moves an object.
+# Fixed numbers, not the active limits: a schema and its options make one grammar (the caches are keyed so)
 MAX_ANY_ORDER_RULES = 40_000
 MAX_ANY_ORDER_EDGES_EACH = 4096
 PROPERTY_ORDERS = ("declared", "any")
@@ -249,7 +249,8 @@ def _literal_basic(v, ptr: str) -> Basic:
 
 
 class _Builder:
-    def __init__(self, doc: SchemaDoc, ws: str, property_order: str = "declared"):
+    def __init__(self, doc: SchemaDoc, ws: str, property_order: str = "declared",
+                 any_order_budget: int | None = MAX_ANY_ORDER_EDGES):
         self.doc = doc
         self.ws = ws
         self.any_order = property_order == "any"
@@ -266,8 +267,8 @@ class _Builder:
         self._forming: set[str] = set()
         self._atoms: dict = {}
         self.wholes: dict[tuple, None] = {}  # (kind, class) of the whole-class terminals, in first use order
-        self.any_order_left: int | None = MAX_ANY_ORDER_EDGES  # moves any-order objects may still take (None:
-        # MAX_ANY_ORDER_EDGES_EACH each)
+        # moves the objects in any order may still take (None: MAX_ANY_ORDER_EDGES_EACH each)
+        self.any_order_left = any_order_budget
         self._splits: dict = {}
         self._pending: list = []
 
@@ -1160,8 +1161,7 @@ class _TooManyRules(Exception):
 
 
 def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None) -> SchemaGrammar:
-    b = _Builder(doc, ws, property_order)
-    b.any_order_left = any_order_budget
+    b = _Builder(doc, ws, property_order, any_order_budget)
     b.collect(root)
     top = b.value(root)
     if top is None:

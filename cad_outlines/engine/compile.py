@@ -29,7 +29,7 @@ from .store.grammar_analysis import GrammarAnalysis, LRGame
 from .store.lexer import ConfigTable, Lexer, LexerSpec
 from .store.mask_store import MaskStore
 from .store.native_store import build_mask_store
-from .frontend.parse_tables import IndentTracker
+from .frontend.parse_tables import IndentTracker, ObjectGuards
 from .store.streamline import streamline as streamline_store
 from .store.lexer import lexer_spec_from_lark
 from .vocabulary import Vocabulary
@@ -345,6 +345,8 @@ def _compile_objects(vocab: Vocabulary, phases, *, folder: Path | None, progress
     ph = phases(prof)
     lk, start, spec, tables, indenter, fingerprint = ph.lk, ph.start, ph.spec, ph.tables, ph.indenter, ph.fingerprint
     lexer = Lexer(spec)
+    if getattr(tables, "guards", None) is not None:  # the rules alone over-approximate: no analyses of them
+        streamline = False
     key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
     path = folder / f"store-{key}.npz" if folder else None
     spath = folder / f"streamlined-{key}-{STREAMLINE_VERSION}.npz" if folder and streamline else None
@@ -455,7 +457,7 @@ def _progress_bar():
 _SCHEMAS: dict[str, CompiledGrammar] = {}  # in-process: content key -> compiled (most recent last)
 _SCHEMAS_LOCK = threading.Lock()
 _SCHEMAS_KEPT = 256
-SCHEMA_VERSION = "5"  # bump whenever the JSON Schema front end's grammar for a schema changes
+SCHEMA_VERSION = "6"  # bump whenever the JSON Schema front end's grammar for a schema changes
 
 
 def load_schema(schema) -> object:
@@ -567,6 +569,8 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
                 if tables.shift_reduce:
                     raise SchemaError("anyOf", "", f"the schema's alternatives overlap in a way the LALR(1) parser "
                                       f"cannot decide ({tables.shift_reduce} shift/reduce conflicts)")
+                if sg.guards:  # objects whose required names come in any order (ObjectGuards)
+                    tables.guards = ObjectGuards("LBRACE", "RBRACE", sg.guards)
             lk = None
             if not lazy:  # the rules as lark loads them, for the eager store's analyses
                 names = [type("T", (), {"name": n})() for n, _ in sg.terminals]

@@ -33,6 +33,14 @@ struct Grammar {
     int32_t n_states = 0, n_terms = 0, n_nonterms = 0, start_state = 0, end_state = 0, end_term = -1;
     bool has_indenter = false;
     int32_t nl_term = -1, indent_term = -1, dedent_term = -1;
+    // object guards (JSON Schema objects whose required names come in any order, checked beside the
+    // LALR tables instead of 2**r parser states): per rule 0, k > 0 (a member: set bit k - 1 of the
+    // innermost object's names seen) or -r (the object's close: all r bits set); every guard_open shift
+    // opens a frame (an object), every guard_close shift ends it. Frames live where an indenter keeps its
+    // levels (a grammar has one or the other).
+    View<int32_t> p_rule_guard;
+    bool has_guards = false;
+    int32_t guard_open = -1, guard_close = -1;
 
     // lexer: all automata states in one global range
     View<int32_t> l_trans, l_label, l_shadow, l_dead, l_auto_off, l_guard, l_first, l_comp, l_starters;

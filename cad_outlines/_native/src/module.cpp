@@ -84,6 +84,20 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
     META(indent_label); META(indent_owner); META(tab_len); META(n_labels); META(vocab_size); META(n_words);
 #undef META
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
+    if (a.contains("p_rule_guard")) {
+        bind_array(*pg, a, "p_rule_guard", g.p_rule_guard);
+        g.has_guards = true;
+        g.guard_open = meta_int(meta, "guard_open");
+        g.guard_close = meta_int(meta, "guard_close");
+        if (g.has_indenter) throw std::invalid_argument("flat grammar: object guards and an indenter both keep levels");
+        if (g.p_rule_guard.size() != g.p_rule_len.size())
+            throw std::invalid_argument("flat grammar: p_rule_guard must have one entry per rule");
+        for (size_t r = 0; r < g.p_rule_guard.size(); ++r)
+            if (g.p_rule_guard[r] > 31 || g.p_rule_guard[r] < -31)
+                throw std::invalid_argument("flat grammar: an object guard tracks at most 31 names");
+        if (g.guard_open < 0 || g.guard_open >= g.n_terms || g.guard_close < 0 || g.guard_close >= g.n_terms)
+            throw std::invalid_argument("flat grammar: guard_open/guard_close must be terminals");
+    }
     if (lazy) {
         if (ba.cls.size() != 256)
             throw std::invalid_argument("lazy flat grammar: a_class must map each of the 256 bytes");

@@ -7,12 +7,21 @@ namespace cad {
 bool Parser::feed(PState& st, int32_t term) const {
     if (term < 0 || !st.ok()) return false;
     const int32_t nT = g_.n_terms, nN = g_.n_nonterms;
-    int32_t ref = st.stack, depth = st.depth;
+    int32_t ref = st.stack, depth = st.depth, lv = st.levels;
     while (true) {
         int32_t top = node(ref, true).value;
         int32_t a = g_.p_action[size_t(top) * nT + term];
         if (a == 0) return false;
         if (a > 0) {
+            if (g_.has_guards) {
+                if (term == g_.guard_open) {
+                    lv = push(lv, 0, false);
+                } else if (term == g_.guard_close) {
+                    lv = node(lv, false).parent;
+                    if (lv == NONE) return false;
+                }
+                st.levels = lv;
+            }
             st.depth = deeper(depth);
             st.stack = push(ref, a - 1, true);
             return true;
@@ -20,6 +29,7 @@ bool Parser::feed(PState& st, int32_t term) const {
         if (++b_.reductions > b_.max_reductions)
             throw LimitExceeded{"max_reductions_per_token", b_.reductions, b_.max_reductions};
         int32_t r = -a - 1;
+        if (g_.has_guards && g_.p_rule_guard[r] != 0 && !guard(lv, g_.p_rule_guard[r])) return false;
         for (int32_t k = g_.p_rule_len[r]; k > 0; --k) ref = node(ref, true).parent;
         depth -= g_.p_rule_len[r];
         int32_t nxt = g_.p_goto[size_t(node(ref, true).value) * nN + g_.p_rule_lhs[r]];
@@ -29,9 +39,22 @@ bool Parser::feed(PState& st, int32_t term) const {
         if (term == g_.end_term && nxt == g_.end_state) {
             st.stack = ref;
             st.depth = depth;
+            st.levels = lv;
             return true;
         }
     }
+}
+
+bool Parser::guard(int32_t& lv, int32_t code) const {
+    const Node& f = node(lv, false);
+    if (f.parent == NONE) return false;  // no object is open (the bottom frame)
+    const uint32_t seen = uint32_t(f.value);
+    if (code > 0) {  // a required name's member: the innermost object has seen it
+        const uint32_t now = seen | (1u << (code - 1));
+        if (now != seen) lv = push(f.parent, int32_t(now), false);
+        return true;
+    }
+    return seen == (uint32_t(1) << -code) - 1;  // the close: every required name seen
 }
 
 bool Parser::step(PState& st, int32_t term, int32_t indent) const {

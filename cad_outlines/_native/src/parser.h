@@ -1,6 +1,7 @@
 // Incremental LALR over flat tables, with lark's Indenter (INDENT/DEDENT, brackets).
 //
-// A parser state is three refs: the stack top, the indentation-levels top and the
+// A parser state is three refs: the stack top, the indentation-levels top (or, in a grammar
+// with object guards, the open objects' frames: the required names each has seen) and the
 // bracket depth. Stacks and level lists are persistent linked lists: a ref >= 0 points
 // into the matcher's committed pool (append-only, so old states stay valid for
 // rollback), a ref < 0 into a per-thread scratch arena that speculative questions push
@@ -19,7 +20,7 @@
 namespace cad {
 
 struct Node {
-    int32_t value;   // parser state, or an indentation level
+    int32_t value;   // parser state, an indentation level, or an object frame's names seen (bits)
     int32_t parent;  // ref, NONE at the bottom
 };
 
@@ -75,6 +76,8 @@ public:
     }
 
 private:
+    // An object guard's rule reduced (grammar.h p_rule_guard) on the frames top `lv`; false = refused.
+    bool guard(int32_t& lv, int32_t code) const;
     int32_t push(int32_t parent, int32_t value, bool stack) const {
         auto& v = stack ? s_.stack : s_.levels;
         if (s_.stack.size() + s_.levels.size() >= b_.max_scratch_nodes)

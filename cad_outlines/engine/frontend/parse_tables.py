@@ -15,9 +15,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ParseTables", "TableArrays", "IndentTracker", "IndentSpec", "Lexed", "END"]
+__all__ = ["ParseTables", "ObjectGuards", "TableArrays", "IndentTracker", "IndentSpec", "Lexed", "END"]
 
 END = "$END"
+
+
+@dataclass(frozen=True)
+class ObjectGuards:
+    """Checks the native parser runs beside the tables, for JSON Schema objects whose required names
+    come in any order (2**r LALR states otherwise). ``codes[lhs]`` for the rules of nonterminal lhs:
+    k > 0 a member (the innermost open object has seen its name number k - 1), -r the object's close
+    (reduced before its `close` terminal shifts: all r names seen, else refused). Every `open` shift
+    opens an object, every `close` shift ends one. A grammar with guards accepts a sublanguage of its
+    rules' language: analyses that read the rules alone (streamlining, the reference parser) do not
+    apply to it."""
+
+    open: str
+    close: str
+    codes: dict[str, int]
 
 
 class ParseTables:
@@ -28,6 +43,8 @@ class ParseTables:
     ``(False, rule_index)`` for a reduce; ``rules[i] = (lhs, rhs_length)``;
     ``goto[state][lhs] = next_state``.
     """
+
+    guards: ObjectGuards | None = None  # set by a front end whose rules need them
 
     def __init__(self, lark_obj, start: str | None = None):
         """The tables lark built for `lark_obj` (a ``lark.Lark`` with ``parser="lalr"``)."""

@@ -10,8 +10,9 @@ Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data
 - parser ``p_*``: ``p_action[state * n_terms + term]`` is 0 (error), ``k + 1`` (shift to
   state k) or ``-(r + 1)`` (reduce by rule r); ``p_goto[state * n_nonterms + lhs]``
   (-1: none); ``p_rule_lhs``/``p_rule_len``; ``p_open``/``p_close`` flag the indenter's
-  bracket terminals; ``label_term[label]`` maps a lexer label to its parser terminal
-  (-1: the parser never accepts it).
+  bracket terminals; ``p_rule_guard`` (JSON Schema objects only: :class:`ObjectGuards` codes
+  per rule, with ``meta["guard_open"/"guard_close"]`` terminal ids); ``label_term[label]``
+  maps a lexer label to its parser terminal (-1: the parser never accepts it).
 - lexer ``l_*``: every terminal automaton's states renumbered into one global range
   (``l_auto_off``), ``l_trans[g * 256 + b]`` global; ``l_label``, ``l_live``, ``l_block``
   (g * 256 + b), ``l_blocked``, ``l_pending``, ``l_shadow`` (global), ``l_guard[g]`` (the
@@ -202,6 +203,10 @@ def _parser_arrays(tables, ind, label_names: list[str], out: dict, meta: dict) -
                 nl_term=term_id[ind.nl_type] if ind else -1, indent_term=term_id[ind.indent_type] if ind else -1,
                 dedent_term=term_id[ind.dedent_type] if ind else -1,
                 term_names=term_names, start=tables.start)
+    gd = getattr(tables, "guards", None)
+    if gd is not None:  # JSON Schema objects' required names checked beside the tables (ObjectGuards)
+        out["p_rule_guard"] = np.array([gd.codes.get(lhs, 0) for lhs, _ in tables.rules], dtype=np.int32)
+        meta.update(guard_open=term_id[gd.open], guard_close=term_id[gd.close])
 
 
 def _lexer_arrays(g: CompiledGrammar, out: dict, meta: dict) -> list[int]:

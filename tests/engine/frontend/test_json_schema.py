@@ -230,20 +230,109 @@ def test_any_property_order_tracks_required_names_and_checks_repeated_keys(vocab
     assert not accepts(declared, vocab, '{"b": "x", "a": 1}')  # the default keeps the schema's order
 
 
-def test_any_property_order_keeps_the_declared_order_of_objects_with_many_required_names(vocab):
-    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
+def test_any_property_order_checks_many_required_names_beside_the_parser(vocab):
+    """An object whose 2**r required-name states pass the budget is guarded: its states forget the names
+    seen and the parser checks them (ObjectGuards) at the close. Any order, each name required, a key may
+    repeat, and the masks refuse the close (alone or inside a token) until every name is there."""
+    from cad_outlines.engine.frontend.json_schema import grammar as G
 
     names = [f"p{i}" for i in range(14)]
     schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"x": {}, "y": {}},
                                                          "required": ["x", "y"]},
                                                **{n: {"type": "integer"} for n in names}},
               "required": names}
+    sg = G.build_grammar(schema, property_order="any")  # no SchemaOrderWarning (the suite makes warnings errors)
+    assert sorted(sg.guards.values()) == [-14, *range(1, 15)]  # 14 members and the close (the small one fits)
+    assert len(sg.rule_list) < 200
+    g = compile_json_schema(schema, vocab, cache=False, property_order="any")
+    inner = ", ".join(f'"{n}": 1' for n in names)
+    assert accepts(g, vocab, '{"small": {"y": 1, "x": 2}, ' + inner + "}")
+    swapped = ", ".join(f'"{n}": {i}' for i, n in enumerate(reversed(names)))
+    assert accepts(g, vocab, "{" + swapped + "}")
+    assert accepts(g, vocab, "{" + swapped + ', "p3": 7}')  # a key may repeat
+    assert not accepts(g, vocab, "{" + swapped + ', "p3": "s"}')  # its value still checked
+    assert not accepts(g, vocab, "{" + ", ".join(f'"{n}": 1' for n in names[1:]) + "}")  # p0 missing
+    assert not accepts(g, vocab, '{"small": {"x": 2}, ' + inner + "}")  # y missing (small: 2**2 parser states)
+    missing = "{" + ", ".join(f'"{n}": 1' for n in names[:-1])
+    m = Matcher(g)
+    m.advance_many(encode(vocab, missing.encode()))
+    allowed = m.allowed_mask()
+    assert not any(allowed[t] for t in range(len(allowed)) if b"}" in vocab.decode([t]))
+    assert allowed[encode(vocab, b",")[0]]
+    m.advance_many(encode(vocab, f', "{names[-1]}": 1'.encode()))
+    assert m.allowed_mask()[encode(vocab, b"}")[0]]
+    m.rollback(len(encode(vocab, f', "{names[-1]}": 1'.encode())))  # back before the last name: '}' refused again
+    assert not m.allowed_mask()[encode(vocab, b"}")[0]]
+
+
+def test_guarded_objects_give_the_masks_of_their_required_name_states(vocab, monkeypatch):
+    """Exactness of ObjectGuards: with no any-order budget every object is guarded; its masks equal, at every
+    prefix of valid and invalid texts in random key orders, those of the grammar that tracks the names in
+    parser states (nested objects, objects in arrays, a $ref, minProperties; lazy and eager stores)."""
+    import random
+
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    d = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "null"}}, "required": ["x", "y"],
+         "additionalProperties": False}
+    schema = {"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}, "c": {"type": "boolean"}, "d": d,
+        "e": {"type": "array", "items": {"$ref": "#/properties/d"}}, "f": {"type": "null"}},
+        "required": ["a", "b", "c", "d"], "additionalProperties": False, "minProperties": 5}
+    pairs = []
+    for lazy in (True, False):
+        states = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact",
+                                     lazy=lazy)
+        with monkeypatch.context() as mp:
+            mp.setattr(G, "MAX_ANY_ORDER_EDGES", 0)
+            assert len(G.build_grammar(schema, property_order="any").guards) == 11  # 3 objects: 8 members, 3 closes
+            guarded = compile_json_schema({"title": "guarded", **schema}, vocab, cache=False, property_order="any",
+                                          whitespace="compact", lazy=lazy)
+        pairs.append((states, guarded))
+    rnd = random.Random(7)
+
+    def small():
+        v = {"x": rnd.randint(0, 9), "y": None}
+        if rnd.random() < 0.3:
+            v.pop(rnd.choice(["x", "y"]))
+        return dict(rnd.sample(list(v.items()), len(v)))
+
+    positions = 0
+    for _ in range(40):
+        full = {"a": rnd.randint(-3, 30), "b": rnd.choice(["", "ab", "abcd"]), "c": True, "d": small(),
+                "e": [small() for _ in range(rnd.randint(0, 2))], "f": None}
+        keys = [k for k in full if rnd.random() < 0.85]
+        rnd.shuffle(keys)
+        value = {k: full[k] for k in keys}
+        ids = encode(vocab, json.dumps(value, separators=(",", ":")).encode())
+        for states, guarded in pairs:
+            m1, m2 = Matcher(states), Matcher(guarded)
+            for t in ids:
+                a = m1.allowed_mask()
+                assert (a == m2.allowed_mask()).all()
+                positions += 1
+                if not a[t]:
+                    break
+                m1.advance(t)
+                m2.advance(t)
+            else:
+                assert m1.is_accepting() == m2.is_accepting() == valid(schema, value)
+    assert positions > 1000
+
+
+def test_any_property_order_keeps_the_declared_order_of_objects_it_cannot_guard(vocab):
+    """An object past the budget that the parser cannot guard (here maxProperties: a prefix with too many
+    optional names could no longer end) keeps its declared order, with a SchemaOrderWarning."""
+    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
+
+    names = [f"p{i}" for i in range(14)]
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names + ["q"]}, "required": names,
+              "maxProperties": 14}
     with pytest.warns(SchemaOrderWarning, match="15 properties .14 required. in any order"):
         g = compile_json_schema(schema, vocab, cache=False, property_order="any")
-    inner = ", ".join(f'"{n}": 1' for n in names)
-    assert accepts(g, vocab, '{"small": {"y": 1, "x": 2}, ' + inner + "}")  # the small object: any order
+    assert accepts(g, vocab, "{" + ", ".join(f'"{n}": 1' for n in names) + "}")
     swapped = ", ".join(f'"{n}": 1' for n in [names[1], names[0], *names[2:]])
-    assert not accepts(g, vocab, "{" + swapped + "}")  # the big one: declared order (narrower, never wider)
+    assert not accepts(g, vocab, "{" + swapped + "}")  # declared order (narrower, never wider)
     with pytest.raises(ValueError, match="property_order"):
         compile_json_schema(schema, vocab, cache=False, property_order="sorted")
 
@@ -618,11 +707,11 @@ def test_a_reference_cycle_with_no_value_in_between_is_refused_naming_ref(vocab,
 def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_object(vocab, monkeypatch):
     """The any-order budget is the schema's (MAX_ANY_ORDER_EDGES moves, all objects together); where the
     grammar it gives has over MAX_ANY_ORDER_RULES rules, the schema is built again with
-    MAX_ANY_ORDER_EDGES_EACH moves per object: here the big object then keeps its declared order, with one
-    warning (from the build kept). Fixed numbers, not the active limits: the grammar does not depend on them."""
+    MAX_ANY_ORDER_EDGES_EACH moves per object: here the big object is then guarded (its required names
+    checked beside the parser), in a few rules. Fixed numbers, not the active limits: the grammar does not
+    depend on them."""
     import warnings
 
-    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
     from cad_outlines.engine.frontend.json_schema import grammar as G
 
     names = [f"p{i}" for i in range(10)]  # 2**10 required subsets x 11 names: within 16,384, over 4,096
@@ -634,16 +723,16 @@ def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_
     swapped = ", ".join(f'"{n}": 1' for n in [names[1], names[0], *names[2:]])
     g = compile_json_schema(schema, vocab, cache=False, property_order="any")  # any order: no warning
     assert accepts(g, vocab, inner + swapped + "}")
+    assert not G.build_grammar(schema, property_order="any").guards  # in parser states
     monkeypatch.setattr(G, "MAX_ANY_ORDER_RULES", 2000)
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
         sg = G.build_grammar(schema, property_order="any")
-    assert [type(w.message) for w in warned] == [SchemaOrderWarning]
-    assert len(sg.rule_list) < 2000
-    with pytest.warns(SchemaOrderWarning):  # another schema text: not the compile above from the cache
-        small = compile_json_schema({"title": "t", **schema}, vocab, cache=False, property_order="any")
-    assert accepts(small, vocab, inner + ", ".join(f'"{n}": 1' for n in names) + "}")  # declared order
-    assert not accepts(small, vocab, inner + swapped + "}")
+    assert not warned
+    assert len(sg.rule_list) < 2000 and sorted(sg.guards.values()) == [-10, *range(1, 11)]
+    small = compile_json_schema({"title": "t", **schema}, vocab, cache=False, property_order="any")
+    assert accepts(small, vocab, inner + swapped + "}")
+    assert not accepts(small, vocab, inner + swapped.replace('"p5": 1, ', "") + "}")
 
 
 def test_any_property_order_that_splits_a_value_too_finely_builds_again_with_a_budget_per_object(monkeypatch):

@@ -92,6 +92,9 @@ class SchemaGrammar:
     terminals: list[tuple[str, ByteDFA]]
     start: str
     groups: tuple[int, ...] | None = None  # per terminal: which compete under the basic lexer's rule (LexerSpec)
+    # ObjectGuards codes by nonterminal: objects whose required names come in any order, checked beside the
+    # parser (the rules alone admit such an object without some of them)
+    guards: dict[str, int] = field(default_factory=dict)
 
     @functools.cached_property
     def rules(self) -> list:
@@ -271,6 +274,7 @@ class _Builder:
         self.any_order_left = any_order_budget
         self._splits: dict = {}
         self._pending: list = []
+        self.guards: dict[str, int] = {}  # SchemaGrammar.guards
 
     def fresh(self, prefix: str) -> str:
         self.n += 1
@@ -701,7 +705,9 @@ class _Builder:
             raise SchemaError("schema", "", "the schema admits no value")
         check_limit("max_rules", len(all_rules), "JSON Schema grammar")
         check_limit("max_terminals", len(terminals), "JSON Schema grammar")
-        return SchemaGrammar(all_rules, terminals, "start", tuple(groups))
+        kept = {lhs for lhs, _ in all_rules}
+        guards = {lhs: code for lhs, code in self.guards.items() if lhs in kept}
+        return SchemaGrammar(all_rules, terminals, "start", tuple(groups), guards)
 
 
 @dataclass
@@ -841,12 +847,13 @@ class _Product:
         if self.empty == label:
             b.rule(name, self.open_, self.close)
         if 0 in good:
-            b.rule(name, self.open_, f"{first}0", self.close)
+            b.rule(name, self.open_, f"{first}0", *self.closing(), self.close)
         for k in good:
             if self.ends.get(k) == label:
                 b.rule(f"{rest}{k}")
         for a, syms, c in self.edges:
             if a in good and c in good:
+                syms = self.member(syms)
                 b.rule(f"{first}{a}", *syms, f"{rest}{c}")
                 b.rule(f"{rest}{a}", "COMMA", *syms, f"{rest}{c}")
         for a, c in self.skip_edges:
@@ -854,6 +861,14 @@ class _Product:
                 b.rule(f"{first}{a}", f"{first}{c}")
                 b.rule(f"{rest}{a}", f"{rest}{c}")
         return name
+
+    def member(self, syms: tuple) -> tuple:
+        """The symbols :meth:`emit` writes for a member (a move's symbols)."""
+        return syms
+
+    def closing(self) -> tuple:
+        """Symbols :meth:`emit` writes before the close of a non-empty value."""
+        return ()
 
     def skips(self, st):
         return ()
@@ -879,9 +894,12 @@ class _ObjectProduct(_Product):
     ``property_order="any"``: keys come in any order, state (required names seen, count, leaves that
     failed); a leaf holds at the end if it saw all its required names. A key may come again (each
     value checked against its schema; JSON parsers keep the last): tracking every name seen would take
-    2**n states for n names, the required ones alone take 2**r, each with a move per name: an object
-    whose product passes what the schema's other objects left of MAX_ANY_ORDER_EDGES moves keeps the
-    declared order (narrower, never wider), with a :class:`SchemaOrderWarning`."""
+    2**n states for n names, the required ones alone take 2**r, each with a move per name. An object
+    whose product passes what the schema's other objects left of MAX_ANY_ORDER_EDGES moves is *guarded*
+    where it can be (:meth:`guardable`): its states forget the names seen, and the parser checks them
+    beside its tables (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`: a member
+    nonterminal per required name marks it seen, an empty rule before the close checks them all). One
+    that cannot keeps the declared order (narrower, never wider), with a :class:`SchemaOrderWarning`."""
 
     open_, close, prefix = "LBRACE", "RBRACE", "obj"
     EXTRA, DEAD = -1, -2
@@ -903,6 +921,9 @@ class _ObjectProduct(_Product):
         self.required = frozenset(n for i in self.members for n in self.req[i])
         self.any_order = self.b.any_order
         self.own_declared = self.own
+        self.guarded = False  # required names checked beside the parser (over_budget)
+        self.satisfiable = True  # guarded: every required name has a value
+        self._members: dict[tuple, tuple] = {}
         if self.any_order:
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
@@ -916,12 +937,51 @@ class _ObjectProduct(_Product):
     def over_budget_at_once(self) -> bool:
         return 2 ** len(self.required) * len(self.G) > self.edge_budget  # with one leaf already: not explored
 
+    def guardable(self) -> bool:
+        """The parser may check this object's required names (ObjectGuards): one leaf that must hold,
+        no maxProperties (so every prefix can still end: the missing names can always be added) and
+        at most 31 required names (a frame's bits)."""
+        if self.t is None or len(self.members) != 1 or self.t.holds(set()):
+            return False
+        return self.lf[self.members[0]].b.max_props is None and 1 <= len(self.required) <= 31
+
     def over_budget(self) -> None:
         ptr = self.lf[self.members[0]].b.pointer if self.members else ""
+        if self.guardable():
+            self.guarded, self.edge_budget = True, None
+            names = [n for n in self.G if n in self.required]
+            self.bits = {self.b.key_symbol(n): j for j, n in enumerate(names)}
+            # a required name with no value (from the start: values do not depend on the state) fails every
+            # object; else every open object can still end
+            got = {syms[0] for syms, _ in self._merged_moves(self.start())}
+            self.satisfiable = all(k in got for k in self.bits)
+            return
         warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
                       f"required) in any order take over the {self.edge_budget} moves between parser states it may "
                       "take; this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
         self.any_order, self.own, self.edge_budget = False, self.own_declared, None
+
+    def member(self, syms: tuple) -> tuple:
+        """Guarded: a required name's member is a nonterminal whose reduction marks the name seen."""
+        bit = self.bits.get(syms[0]) if self.guarded else None
+        if bit is None:
+            return syms
+        got = self._members.get(syms)
+        if got is None:
+            m = self.b.fresh("gm")
+            self.b.rule(m, *syms)
+            self.b.guards[m] = bit + 1
+            got = self._members[syms] = (m,)
+        return got
+
+    def closing(self) -> tuple:
+        """Guarded: an empty rule reduced before the close, which checks every required name was seen."""
+        if not self.guarded:
+            return ()
+        gc = self.b.fresh("gc")
+        self.b.rule(gc)
+        self.b.guards[gc] = -len(self.bits)
+        return (gc,)
 
     # values a leaf asks of a property ----------------------------------------------------
     def declared(self, i: int, n: str) -> Sub:
@@ -959,8 +1019,10 @@ class _ObjectProduct(_Product):
     def end_label(self, st):
         if self.any_order:
             seen, c, failed = st
+            if self.guarded and not self.satisfiable:
+                return None
             return self.label({i for i in self.members if i not in failed and self.count_ok(i, c) and
-                               self.req[i] <= seen})
+                               (self.guarded or self.req[i] <= seen)})
         if self.own:
             pos, c = st
             return self.label({i for i, p in zip(self.members, pos) if p != self.DEAD and self.count_ok(i, c) and
@@ -971,6 +1033,8 @@ class _ObjectProduct(_Product):
         return self.label({i for i in self.members if i not in failed and self.count_ok(i, c)})
 
     def empty_label(self, st):
+        if self.guarded:  # (some name is required)
+            return None
         if not self.own and not self.any_order:  # skip every declared property
             while st[0] < len(self.G):
                 st = self._skip(st)
@@ -1004,7 +1068,7 @@ class _ObjectProduct(_Product):
                 out.append(((key, val), (nxt, c2, failed | (frozenset(alive) - hold))))
 
         if self.any_order:
-            names = [(n, at | {n} if n in self.required else at) for n in self.G]
+            names = [(n, at | {n} if n in self.required and not self.guarded else at) for n in self.G]
         else:
             names = [(self.G[at], at + 1)] if at < len(self.G) else []
         for n, nxt in names:

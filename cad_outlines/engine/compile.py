@@ -29,7 +29,7 @@ from .store.grammar_analysis import GrammarAnalysis, LRGame
 from .store.lexer import ConfigTable, Lexer, LexerSpec
 from .store.mask_store import MaskStore
 from .store.native_store import build_mask_store
-from .frontend.parse_tables import IndentTracker, ObjectGuards
+from .frontend.parse_tables import IndentTracker, ObjectGuards, ParseTables
 from .store.streamline import streamline as streamline_store
 from .store.lexer import lexer_spec_from_lark
 from .vocabulary import Vocabulary
@@ -493,6 +493,18 @@ def _depth(x) -> int:
     return deepest
 
 
+def _schema_tables(sg) -> ParseTables:
+    """A JSON Schema grammar's parse tables (an unresolved LALR conflict is an "anyOf" SchemaError or a
+    GrammarCompileError), with its object guards."""
+    tables = parse_tables_of(sg.rule_list, {n for n, _ in sg.terminals}, sg.start)
+    if tables.shift_reduce:
+        raise SchemaError("anyOf", "", f"the schema's alternatives overlap in a way the LALR(1) parser "
+                          f"cannot decide ({tables.shift_reduce} shift/reduce conflicts)")
+    if sg.guards:  # objects whose required names come in any order (ObjectGuards)
+        tables.guards = ObjectGuards("LBRACE", "RBRACE", sg.guards)
+    return tables
+
+
 def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outlines", coerce_one_of: bool = False,
                         property_order: str = "declared", lazy: bool = True, cache: bool | str | Path = True,
                         progress: bool | None = None, streamline: bool = True, profile: CompileProfile | None = None,
@@ -555,8 +567,26 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             from .store.lexer import lexer_spec_from_dfas
 
             with prof.phase("lark load"):  # the schema's rules, written directly
-                sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
-                                   property_order=property_order)
+                with warnings.catch_warnings(record=True) as warned:
+                    warnings.simplefilter("always")
+                    sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
+                                       property_order=property_order)
+            try:
+                with prof.phase("parse tables"):
+                    tables = _schema_tables(sg)
+            except (SchemaError, GrammarCompileError):
+                if not sg.guards:
+                    raise
+                # a guarded object's rules admit more than it, so an alternative beside it may now overlap
+                # it (LALR conflicts): the schema is built again without guards
+                with prof.phase("lark load"):
+                    warned = ()
+                    sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
+                                       property_order=property_order, guards=False)
+                with prof.phase("parse tables"):
+                    tables = _schema_tables(sg)
+            for w in warned:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             spec = lexer = None
             if lazy:  # the lexer's arrays and byte automaton straight from the terminal DFAs
                 with prof.phase("lexer configurations"):
@@ -564,13 +594,6 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             else:
                 with prof.phase("terminal DFAs"):
                     spec = lexer_spec_from_dfas(sg.terminals, sg.groups)
-            with prof.phase("parse tables"):
-                tables = parse_tables_of(sg.rule_list, {n for n, _ in sg.terminals}, sg.start)
-                if tables.shift_reduce:
-                    raise SchemaError("anyOf", "", f"the schema's alternatives overlap in a way the LALR(1) parser "
-                                      f"cannot decide ({tables.shift_reduce} shift/reduce conflicts)")
-                if sg.guards:  # objects whose required names come in any order (ObjectGuards)
-                    tables.guards = ObjectGuards("LBRACE", "RBRACE", sg.guards)
             lk = None
             if not lazy:  # the rules as lark loads them, for the eager store's analyses
                 names = [type("T", (), {"name": n})() for n, _ in sg.terminals]

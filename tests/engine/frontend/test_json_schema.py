@@ -320,6 +320,31 @@ def test_guarded_objects_give_the_masks_of_their_required_name_states(vocab, mon
     assert positions > 1000
 
 
+def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_guards(vocab):
+    """Where a property's value is split into "X holds" and "X fails", a guarded X (its rules admit objects
+    missing names) overlaps the other region: LALR conflicts, so the schema is built again without guards
+    (X's required names then in parser states). Objects with GUARD_FROM or more required names are guarded
+    at once, the others only past the budget."""
+    from cad_outlines.engine.compile_profile import CompileProfile
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    names = list("abcdef")
+    assert len(names) >= G.GUARD_FROM
+    x = {"type": "object", "properties": {k: {"type": "integer"} for k in names}, "required": names}
+    assert len(G.build_grammar(x, property_order="any").guards) == len(names) + 1
+    assert not G.build_grammar({**x, "required": names[:2]}, property_order="any").guards
+    schema = {"anyOf": [{"type": "object", "properties": {"p": x}, "required": ["p"]},
+                        {"type": "object", "properties": {"q": {"type": "null"}}, "required": ["q"]}]}
+    assert G.build_grammar(schema, property_order="any").guards
+    prof = CompileProfile(memory=False)
+    g = compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof)
+    assert [p.name for p in prof.phases].count("lark load") == 2
+    full = ", ".join(f'"{k}": 1' for k in reversed(names))
+    assert accepts(g, vocab, '{"p": {' + full + "}}")
+    assert not accepts(g, vocab, '{"p": {' + full.replace('"a": 1', '"g": 1') + "}}")
+    assert accepts(g, vocab, '{"p": {' + full.replace('"a": 1', '"g": 1') + '}, "q": null}')
+
+
 def test_any_property_order_keeps_the_declared_order_of_objects_it_cannot_guard(vocab):
     """An object past the budget that the parser cannot guard (here maxProperties: a prefix with too many
     optional names could no longer end) keeps its declared order, with a SchemaOrderWarning."""
@@ -714,6 +739,7 @@ def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_
 
     from cad_outlines.engine.frontend.json_schema import grammar as G
 
+    monkeypatch.setattr(G, "GUARD_FROM", 99)  # (10 required names are guarded at once otherwise)
     names = [f"p{i}" for i in range(10)]  # 2**10 required subsets x 11 names: within 16,384, over 4,096
     schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"x": {}, "y": {}},
                                                          "required": ["x", "y"]},

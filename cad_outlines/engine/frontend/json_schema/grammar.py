@@ -76,6 +76,7 @@ MAX_ANY_ORDER_EDGES = 16_384  # moves of a schema's object products in property_
 MAX_ANY_ORDER_RULES = 40_000
 MAX_ANY_ORDER_EDGES_EACH = 4096
 PROPERTY_ORDERS = ("declared", "any")
+GUARD_FROM = 6  # in any order, an object with this many required names is guarded at once (where it can be)
 
 
 class SchemaOrderWarning(UserWarning):
@@ -253,8 +254,9 @@ def _literal_basic(v, ptr: str) -> Basic:
 
 class _Builder:
     def __init__(self, doc: SchemaDoc, ws: str, property_order: str = "declared",
-                 any_order_budget: int | None = MAX_ANY_ORDER_EDGES):
+                 any_order_budget: int | None = MAX_ANY_ORDER_EDGES, guards: bool = True):
         self.doc = doc
+        self.allow_guards = guards
         self.ws = ws
         self.any_order = property_order == "any"
         self.counted: set[int] = set()  # distinct string length bounds (_check_length)
@@ -895,9 +897,10 @@ class _ObjectProduct(_Product):
     failed); a leaf holds at the end if it saw all its required names. A key may come again (each
     value checked against its schema; JSON parsers keep the last): tracking every name seen would take
     2**n states for n names, the required ones alone take 2**r, each with a move per name. An object
-    whose product passes what the schema's other objects left of MAX_ANY_ORDER_EDGES moves is *guarded*
-    where it can be (:meth:`guardable`): its states forget the names seen, and the parser checks them
-    beside its tables (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`: a member
+    with GUARD_FROM or more required names, or whose product passes what the schema's other objects left
+    of MAX_ANY_ORDER_EDGES moves, is *guarded* where it can be (:meth:`guardable`; a grammar whose guarded
+    objects then overlap an alternative is built again without guards, see compile_json_schema): its
+    states forget the names seen, and the parser checks them beside its tables (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`: a member
     nonterminal per required name marks it seen, an empty rule before the close checks them all). One
     that cannot keeps the declared order (narrower, never wider), with a :class:`SchemaOrderWarning`."""
 
@@ -928,6 +931,8 @@ class _ObjectProduct(_Product):
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
             self.edge_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
+            if len(self.required) >= GUARD_FROM and self.guardable():
+                self.guard()
 
     def explore(self) -> None:
         super().explore()
@@ -941,20 +946,24 @@ class _ObjectProduct(_Product):
         """The parser may check this object's required names (ObjectGuards): one leaf that must hold,
         no maxProperties (so every prefix can still end: the missing names can always be added) and
         at most 31 required names (a frame's bits)."""
-        if self.t is None or len(self.members) != 1 or self.t.holds(set()):
+        if not self.b.allow_guards or self.t is None or len(self.members) != 1 or self.t.holds(set()):
             return False
         return self.lf[self.members[0]].b.max_props is None and 1 <= len(self.required) <= 31
+
+    def guard(self) -> None:
+        """Check the required names beside the parser from now on (:meth:`guardable`)."""
+        self.guarded, self.edge_budget = True, None
+        names = [n for n in self.G if n in self.required]
+        self.bits = {self.b.key_symbol(n): j for j, n in enumerate(names)}
+        # a required name with no value (from the start: values do not depend on the state) fails every
+        # object; else every open object can still end
+        got = {syms[0] for syms, _ in self._merged_moves(self.start())}
+        self.satisfiable = all(k in got for k in self.bits)
 
     def over_budget(self) -> None:
         ptr = self.lf[self.members[0]].b.pointer if self.members else ""
         if self.guardable():
-            self.guarded, self.edge_budget = True, None
-            names = [n for n in self.G if n in self.required]
-            self.bits = {self.b.key_symbol(n): j for j, n in enumerate(names)}
-            # a required name with no value (from the start: values do not depend on the state) fails every
-            # object; else every open object can still end
-            got = {syms[0] for syms, _ in self._merged_moves(self.start())}
-            self.satisfiable = all(k in got for k in self.bits)
+            self.guard()
             return
         warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
                       f"required) in any order take over the {self.edge_budget} moves between parser states it may "
@@ -1224,8 +1233,9 @@ class _TooManyRules(Exception):
     """A build whose any-order objects, within the schema's budget, made over MAX_ANY_ORDER_RULES rules."""
 
 
-def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None) -> SchemaGrammar:
-    b = _Builder(doc, ws, property_order, any_order_budget)
+def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None,
+           guards: bool) -> SchemaGrammar:
+    b = _Builder(doc, ws, property_order, any_order_budget, guards)
     b.collect(root)
     top = b.value(root)
     if top is None:
@@ -1279,7 +1289,7 @@ def _search(pattern: str, s: str) -> bool:
 
 
 def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool = False,
-                  property_order: str = "declared") -> SchemaGrammar:
+                  property_order: str = "declared", guards: bool = True) -> SchemaGrammar:
     """The grammar of a JSON Schema (a dict or bool). `whitespace`: "outlines" (an optional space
     around punctuation, as Outlines), "flexible" (any JSON whitespace, as llguidance), "compact"
     (none), or a regex for the whitespace at each place JSON allows it. `property_order`:
@@ -1294,14 +1304,14 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always", SchemaOrderWarning)
             try:
-                out = _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES)
+                out = _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards)
             except (_TooManyRules, SchemaError) as e:
                 # too many rules, or merged any-order states that split a value too finely ("anyOf"): each
                 # object then gets its own smaller budget (others' keyword errors come again, as they were)
                 if isinstance(e, SchemaError) and (property_order != "any" or e.keyword != "anyOf"):
                     raise
                 warned.clear()  # (of the first build)
-                out = _build(doc, ws, property_order, root, None)
+                out = _build(doc, ws, property_order, root, None, guards)
         for w in warned:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return out

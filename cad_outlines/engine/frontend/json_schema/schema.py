@@ -144,10 +144,15 @@ class Basic:
     pointer: str = field(default="", compare=False)
 
     def prop(self, name: str) -> Sub | None:
+        return self._prop_index.get(name)
+
+    @functools.cached_property
+    def _prop_index(self) -> dict[str, Sub]:
+        """`props` by name (the first of a name, as a scan finds it): an object product asks once per move."""
+        out: dict[str, Sub] = {}
         for n, s in self.props:
-            if n == name:
-                return s
-        return None
+            out.setdefault(n, s)
+        return out
 
 
 def once_per_sub(memo: dict, busy: set, sub: Sub, cycle: str, make: Callable[[], T]) -> T:

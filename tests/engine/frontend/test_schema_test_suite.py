@@ -56,7 +56,7 @@ def test_in_any_property_order_no_rejection_is_for_the_order(vocab):
         for name in ("properties.json", "required.json", "additionalProperties.json", "patternProperties.json",
                      "dependentRequired.json", "dependentSchemas.json", "dependencies.json", "minProperties.json",
                      "maxProperties.json", "unevaluatedProperties.json", "if-then-else.json", "oneOf.json",
-                     "anyOf.json", "allOf.json", "not.json", "ref.json", "default.json"):
+                     "anyOf.json", "allOf.json", "not.json", "ref.json", "default.json", "propertyNames.json"):
             f = SUITE / draft / name
             if not f.is_file():
                 continue

@@ -408,6 +408,7 @@ class _Builder:
         seen: set[str] = set()
         todo = [root, _TRUE]  # any value: the regions a product splits values into may need it
         done_leaves = 0
+        names: dict[str, Sub] = {}  # propertyNames sub-schemas: their string classes become key classes
         while todo:
             sub = todo.pop()
             if sub.key in seen:
@@ -420,9 +421,17 @@ class _Builder:
                 todo.extend(s for _, s in b.props)
                 todo.extend(s for _, s in b.pattern_props)
                 todo.extend(b.prefix)
-                todo.extend(s for s in (b.additional, b.items) if s is not None)
+                todo.extend(s for s in (b.additional, b.items, b.names) if s is not None)
+                if b.names is not None and "object" in b.types:
+                    names.setdefault(b.names.key, b.names)
             if not len(seen) & 255:
                 check_deadline("JSON Schema sub-schemas")
+        for sub in names.values():
+            for i in _vars(self.formula(sub), set()):
+                for c, minus in self.leaves[i].strs:
+                    self.keys.add(c)
+                    for v in minus or ():
+                        self.keys.add(StrClass(values=frozenset([v])))
         self.keys.close()  # string values and numbers: on first need of their atoms (_atom_set)
 
     def _atom_set(self, fam: Family, c, minus=None) -> frozenset[int]:
@@ -432,6 +441,22 @@ class _Builder:
             if not fam.closed:
                 fam.close()
             got = self._atoms[key] = frozenset(fam.alternatives(c, minus))
+        return got
+
+    def key_atoms(self, names: Sub | None) -> frozenset[int] | None:
+        """The key atoms a ``propertyNames`` sub-schema admits (None: every key). Key atoms refine its
+        string classes (collect), so each atom is wholly in or out of each leaf."""
+        if names is None:
+            return None
+        key = ("names", names.key)
+        got = self.memo.get(key)
+        if got is None:
+            f = self.formula(names)
+            leaves = sorted(_vars(f, set()))
+            per = {i: set().union(*(self._atom_set(self.keys, c, minus) for c, minus in self.leaves[i].strs))
+                   for i in leaves}
+            got = self.memo[key] = frozenset(a for a in self._atom_set(self.keys, _GENERIC)
+                                             if _eval(f, {i for i in leaves if a in per[i]}))
         return got
 
     def _wholes(self, t: _Target, kind: str, attr: str) -> tuple | None:
@@ -922,6 +947,7 @@ class _ObjectProduct(_Product):
         self.req = {i: set(lf[i].b.required) for i in self.members}
         self.pos = {i: {n: j for j, n in enumerate(lf[i].names)} for i in self.members}
         self.required = frozenset(n for i in self.members for n in self.req[i])
+        self.key_ok = {i: self.b.key_atoms(lf[i].b.names) for i in self.members}  # propertyNames (None: any)
         self.any_order = self.b.any_order
         self.own_declared = self.own
         self.guarded = False  # required names checked beside the parser (over_budget)
@@ -1081,12 +1107,18 @@ class _ObjectProduct(_Product):
         else:
             names = [(self.G[at], at + 1)] if at < len(self.G) else []
         for n, nxt in names:
-            add(self.b.key_symbol(n), [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n))
-                                        if self.fits(i, c) else None) for i in alive], nxt)
+            key = self.b.key_symbol(n)
+            add(key, [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n))
+                       if self.fits(i, c) and self.name_ok(i, key) else None) for i in alive], nxt)
         if self.any_order or at >= len(self.G):
-            for inc, key in self._other_keys(alive):
-                add(key, [(i, self.extra(i, None, inc) if self.fits(i, c) else None) for i in alive], at)
+            for inc, key, ok in self._other_keys(alive):
+                add(key, [(i, self.extra(i, None, inc) if self.fits(i, c) and i in ok else None) for i in alive], at)
         return out
+
+    def name_ok(self, i: int, key: tuple) -> bool:
+        """Leaf i's propertyNames admit the key symbol's atoms (all of them: a name's symbol has one)."""
+        ok = self.key_ok[i]
+        return ok is None or key[2] <= ok
 
     def _own_moves(self, st):
         pos, c = st
@@ -1103,23 +1135,25 @@ class _ObjectProduct(_Product):
 
         for n in self.G:
             wants, nxt_pos = [], {}
+            key = self.b.key_symbol(n)
             for i, p in alive:
                 j = self.pos[i].get(n)
                 names = self.lf[i].names
                 if j is not None:
                     ok = p != self.EXTRA and j >= p and not any(x in self.req[i] for x in names[p:j])
+                    ok = ok and self.name_ok(i, key)
                     nxt_pos[i] = j + 1 if ok else self.DEAD
                     wants.append((i, self.declared(i, n) if ok else None))
                 else:
-                    ok = p == self.EXTRA or not any(x in self.req[i] for x in names[p:])
+                    ok = (p == self.EXTRA or not any(x in self.req[i] for x in names[p:])) and self.name_ok(i, key)
                     nxt_pos[i] = self.EXTRA if ok else self.DEAD
                     wants.append((i, self.extra(i, n) if ok else None))
             if any(s is not None for _, s in wants):
-                go(wants, nxt_pos, self.b.key_symbol(n))
-        for inc, key in self._other_keys([i for i, _ in alive]):
+                go(wants, nxt_pos, key)
+        for inc, key, admitted in self._other_keys([i for i, _ in alive]):
             wants, nxt_pos = [], {}
             for i, p in alive:
-                ok = p == self.EXTRA or not any(x in self.req[i] for x in self.lf[i].names[p:])
+                ok = (p == self.EXTRA or not any(x in self.req[i] for x in self.lf[i].names[p:])) and i in admitted
                 nxt_pos[i] = self.EXTRA if ok else self.DEAD
                 wants.append((i, self.extra(i, None, inc) if ok else None))
             if any(s is not None for _, s in wants):
@@ -1127,16 +1161,27 @@ class _ObjectProduct(_Product):
         return out
 
     def _other_keys(self, alive):
-        """(patterns matched, key symbol) for the keys no leaf declares, by the patterns they match."""
+        """(patterns matched, key symbol, leaves whose propertyNames admit it) for the keys no leaf
+        declares, by the patterns they match and the propertyNames that admit them."""
         pats = sorted({pat for i in alive for pat, _ in self.lf[i].b.pattern_props})
         if len(pats) > MAX_PATTERNS:
             raise SchemaError("patternProperties", self.lf[alive[0]].b.pointer + "/patternProperties",
                               f"{len(pats)} patterns to tell apart in one object; at most {MAX_PATTERNS} are compiled")
+        named = [i for i in alive if self.key_ok[i] is not None]
         for k in range(len(pats) + 1):
             for inc in itertools.combinations(pats, k):
                 key = self.b.other_keys(inc, tuple(p for p in pats if p not in inc), self.all_names)
-                if key is not None:
-                    yield frozenset(inc), key
+                if key is None:
+                    continue
+                if not named:
+                    yield frozenset(inc), key, frozenset(alive)
+                    continue
+                groups: dict[frozenset, set] = {}
+                for a in key[2]:
+                    groups.setdefault(frozenset(i for i in alive if i not in named or a in self.key_ok[i]),
+                                      set()).add(a)
+                for admitted, atoms in sorted(groups.items(), key=lambda g: min(g[1])):
+                    yield frozenset(inc), ("atoms", "key", frozenset(atoms)), admitted
 
 
 class _ArrayProduct(_Product):

@@ -134,6 +134,7 @@ class Basic:
     props: tuple[tuple[str, Sub], ...] = ()
     required: tuple[str, ...] = ()
     additional: Sub | None = None  # None: any
+    names: Sub | None = None  # propertyNames: what every key (a string) satisfies; None: any
     pattern_props: tuple[tuple[str, Sub], ...] = ()
     min_props: int = 0
     max_props: int | None = None
@@ -457,9 +458,11 @@ class SchemaDoc:
                               "context-free grammar")
         if "contains" in s:
             kw.update(_trivial_contains(kw, s, ptr))
-        for k in ("unevaluatedItems", "unevaluatedProperties", "propertyNames"):
+        for k in ("unevaluatedItems", "unevaluatedProperties"):
             if k in s and s[k] is not True and s[k] != {}:
                 raise SchemaError(k, f"{ptr}/{k}", f"{k} is not supported")
+        if "propertyNames" in s and s["propertyNames"] is not True and s["propertyNames"] != {}:
+            kw.update(names=Sub(s["propertyNames"], f"{ptr}/propertyNames"))
         # objects
         props = s.get("properties")
         if props is not None:
@@ -572,7 +575,7 @@ def merge(x: Basic, y: Basic) -> Basic | None:
         prefix=prefix, items=conj(x.items, y.items), min_items=max(x.min_items, y.min_items),
         max_items=_min(x.max_items, y.max_items),
         props=tuple(props.items()), required=tuple(dict.fromkeys(x.required + y.required)),
-        additional=conj(x.additional, y.additional), pattern_props=pp,
+        additional=conj(x.additional, y.additional), names=conj(x.names, y.names), pattern_props=pp,
         min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props),
         checks=tuple(dict.fromkeys(x.checks + y.checks)), pointer=x.pointer)
 

@@ -874,7 +874,7 @@ class _Product:
         if self.empty == label:
             b.rule(name, self.open_, self.close)
         if 0 in good:
-            b.rule(name, self.open_, f"{first}0", *self.closing(), self.close)
+            b.rule(name, self.open_, f"{first}0", *self.closing(label), self.close)
         for k in good:
             if self.ends.get(k) == label:
                 b.rule(f"{rest}{k}")
@@ -893,8 +893,8 @@ class _Product:
         """The symbols :meth:`emit` writes for a member (a move's symbols)."""
         return syms
 
-    def closing(self) -> tuple:
-        """Symbols :meth:`emit` writes before the close of a non-empty value."""
+    def closing(self, label) -> tuple:
+        """Symbols :meth:`emit` writes before the close of a non-empty value with `label`."""
         return ()
 
     def skips(self, st):
@@ -923,11 +923,13 @@ class _ObjectProduct(_Product):
     value checked against its schema; JSON parsers keep the last): tracking every name seen would take
     2**n states for n names, the required ones alone take 2**r, each with a move per name. An object
     with GUARD_FROM or more required names, or whose product passes what the schema's other objects left
-    of MAX_ANY_ORDER_EDGES moves, is *guarded* where it can be (:meth:`guardable`; a grammar whose guarded
-    objects then overlap an alternative is built again without guards, see compile_json_schema): its
-    states forget the names seen, and the parser checks them beside its tables (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`: a member
-    nonterminal per required name marks it seen, an empty rule before the close checks them all). One
-    that cannot keeps the declared order (narrower, never wider), with a :class:`SchemaOrderWarning`."""
+    of MAX_ANY_ORDER_EDGES moves, is *guarded* where it can be: the names :meth:`guardable` picks are
+    checked by the parser beside its tables (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`:
+    a member nonterminal per such name marks it seen, an empty rule before the close checks them all) and
+    the states track the other required names only. One whose states still pass the budget keeps its
+    declared order (narrower, never wider), with a :class:`SchemaOrderWarning`. A grammar whose guarded
+    objects overlap an alternative is built again without guards (compile_json_schema), as is one that
+    asks a guarded object for a label its guard cannot decide (:meth:`closing`)."""
 
     open_, close, prefix = "LBRACE", "RBRACE", "obj"
     EXTRA, DEAD = -1, -2
@@ -950,47 +952,70 @@ class _ObjectProduct(_Product):
         self.key_ok = {i: self.b.key_atoms(lf[i].b.names) for i in self.members}  # propertyNames (None: any)
         self.any_order = self.b.any_order
         self.own_declared = self.own
-        self.guarded = False  # required names checked beside the parser (over_budget)
-        self.satisfiable = True  # guarded: every required name has a value
+        self.guarded = False  # some required names checked beside the parser (guard)
+        self.gnames: frozenset[str] = frozenset()  # those names
+        self.bits: dict = {}  # their key symbols -> bit
         self._members: dict[tuple, tuple] = {}
         if self.any_order:
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
             self.edge_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
-            if len(self.required) >= GUARD_FROM and self.guardable():
-                self.guard()
+            if len(self.required) >= GUARD_FROM:
+                names = self.guardable()
+                if names:
+                    self.guard(names)
 
     def explore(self) -> None:
         super().explore()
         if self.any_order and self.b.any_order_left is not None:
             self.b.any_order_left -= len(self.edges)
 
-    def over_budget_at_once(self) -> bool:
-        return 2 ** len(self.required) * len(self.G) > self.edge_budget  # with one leaf already: not explored
+    def over_budget_at_once(self) -> bool:  # (with one leaf already: not explored)
+        return 2 ** len(self.required - self.gnames) * len(self.G) > self.edge_budget
 
-    def guardable(self) -> bool:
-        """The parser may check this object's required names (ObjectGuards): one leaf that must hold,
-        no maxProperties (so every prefix can still end: the missing names can always be added) and
-        at most 31 required names (a frame's bits)."""
-        if not self.b.allow_guards or self.t is None or len(self.members) != 1 or self.t.holds(set()):
-            return False
-        return self.lf[self.members[0]].b.max_props is None and 1 <= len(self.required) <= 31
+    def guardable(self) -> frozenset[str]:
+        """The required names the parser may check (ObjectGuards; empty: none), at most 31 (a frame's
+        bits). A name n qualifies when
+        - every leaf requiring it is *necessary*: failing, it makes every form false (so any label with a
+          true form, the only ones a guarded product writes, has it holding: an object missing n has no
+          such label, and the close may refuse it), and
+        - every leaf accepts one value for it (adding it, or adding it again, fails no leaf still alive: an
+          open object can always add its missing names and still end as the states say it can).
+        Needs no maxProperties (an added name must not use up the room)."""
+        if not self.b.allow_guards or not self.members:
+            return frozenset()
+        if any(self.lf[i].b.max_props is not None for i in self.members):
+            return frozenset()
+        if self.t is not None and not all(self.t.vec):
+            return frozenset()
+        forms = self.t.forms if self.t is not None else self.forms
+        necessary = {i for i in self.members if all(_eval3(f, (), {i}) is False for f in forms)}
+        every = frozenset(self.members)
+        names = []
+        for n in self.G:
+            if len(names) == 31:
+                break
+            if n not in self.required or any(n in self.req[i] and i not in necessary for i in self.members):
+                continue
+            wants = [(i, self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) for i in self.members]
+            if any(hold >= every for _, hold in self.split(wants, frozenset())):
+                names.append(n)
+        return frozenset(names)
 
-    def guard(self) -> None:
-        """Check the required names beside the parser from now on (:meth:`guardable`)."""
-        self.guarded, self.edge_budget = True, None
-        names = [n for n in self.G if n in self.required]
-        self.bits = {self.b.key_symbol(n): j for j, n in enumerate(names)}
-        # a required name with no value (from the start: values do not depend on the state) fails every
-        # object; else every open object can still end
-        got = {syms[0] for syms, _ in self._merged_moves(self.start())}
-        self.satisfiable = all(k in got for k in self.bits)
+    def guard(self, names: frozenset[str]) -> None:
+        """Check `names` (:meth:`guardable`) beside the parser from now on; the states track the others."""
+        self.guarded, self.gnames = True, names
+        # its own budget (fixed: one grammar per schema) for the names still in states; none needs none
+        self.edge_budget = None if names == self.required else MAX_ANY_ORDER_EDGES_EACH
+        self.bits = {self.b.key_symbol(n): j for j, n in enumerate(n for n in self.G if n in names)}
 
     def over_budget(self) -> None:
         ptr = self.lf[self.members[0]].b.pointer if self.members else ""
-        if self.guardable():
-            self.guard()
+        names = frozenset() if self.guarded else self.guardable()
+        if names:
+            self.guard(names)
             return
+        self.guarded, self.gnames, self.bits = False, frozenset(), {}
         warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
                       f"required) in any order take over the {self.edge_budget} moves between parser states it may "
                       "take; this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
@@ -1009,10 +1034,14 @@ class _ObjectProduct(_Product):
             got = self._members[syms] = (m,)
         return got
 
-    def closing(self) -> tuple:
-        """Guarded: an empty rule reduced before the close, which checks every required name was seen."""
+    def closing(self, label) -> tuple:
+        """Guarded: an empty rule reduced before the close, which checks every guarded name was seen. A
+        label with no true form is not decided by it (an object missing a guarded name may have it):
+        _GuardUnsound, the schema is built again without guards."""
         if not self.guarded:
             return ()
+        if label is not True and not any(label):
+            raise _GuardUnsound
         gc = self.b.fresh("gc")
         self.b.rule(gc)
         self.b.guards[gc] = -len(self.bits)
@@ -1053,11 +1082,9 @@ class _ObjectProduct(_Product):
 
     def end_label(self, st):
         if self.any_order:
-            seen, c, failed = st
-            if self.guarded and not self.satisfiable:
-                return None
+            seen, c, failed = st  # the guarded names taken as seen (the parser checks them at the close)
             return self.label({i for i in self.members if i not in failed and self.count_ok(i, c) and
-                               (self.guarded or self.req[i] <= seen)})
+                               self.req[i] <= seen | self.gnames})
         if self.own:
             pos, c = st
             return self.label({i for i, p in zip(self.members, pos) if p != self.DEAD and self.count_ok(i, c) and
@@ -1068,8 +1095,8 @@ class _ObjectProduct(_Product):
         return self.label({i for i in self.members if i not in failed and self.count_ok(i, c)})
 
     def empty_label(self, st):
-        if self.guarded:  # (some name is required)
-            return None
+        if self.guarded:  # no guarded name seen: the leaves requiring one fail
+            return self.label({i for i in self.members if self.count_ok(i, 0) and not self.req[i]})
         if not self.own and not self.any_order:  # skip every declared property
             while st[0] < len(self.G):
                 st = self._skip(st)
@@ -1103,7 +1130,7 @@ class _ObjectProduct(_Product):
                 out.append(((key, val), (nxt, c2, failed | (frozenset(alive) - hold))))
 
         if self.any_order:
-            names = [(n, at | {n} if n in self.required and not self.guarded else at) for n in self.G]
+            names = [(n, at | {n} if n in self.required and n not in self.gnames else at) for n in self.G]
         else:
             names = [(self.G[at], at + 1)] if at < len(self.G) else []
         for n, nxt in names:
@@ -1274,6 +1301,10 @@ def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[st
     return [(lhs, rhs) for lhs, rhs in rules if lhs in seen]
 
 
+class _GuardUnsound(Exception):
+    """A guarded object asked for a label its guard cannot decide (_ObjectProduct.closing)."""
+
+
 class _TooManyRules(Exception):
     """A build whose any-order objects, within the schema's budget, made over MAX_ANY_ORDER_RULES rules."""
 
@@ -1348,15 +1379,22 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
     try:
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always", SchemaOrderWarning)
+            def attempt(guards: bool) -> SchemaGrammar:
+                try:
+                    return _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards)
+                except (_TooManyRules, SchemaError) as e:
+                    # too many rules, or merged any-order states that split a value too finely ("anyOf"): each
+                    # object then gets its own smaller budget (others' keyword errors come again, as they were)
+                    if isinstance(e, SchemaError) and (property_order != "any" or e.keyword != "anyOf"):
+                        raise
+                    warned.clear()  # (of the first build)
+                    return _build(doc, ws, property_order, root, None, guards)
+
             try:
-                out = _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards)
-            except (_TooManyRules, SchemaError) as e:
-                # too many rules, or merged any-order states that split a value too finely ("anyOf"): each
-                # object then gets its own smaller budget (others' keyword errors come again, as they were)
-                if isinstance(e, SchemaError) and (property_order != "any" or e.keyword != "anyOf"):
-                    raise
-                warned.clear()  # (of the first build)
-                out = _build(doc, ws, property_order, root, None, guards)
+                out = attempt(guards)
+            except _GuardUnsound:
+                warned.clear()
+                out = attempt(False)
         for w in warned:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return out

@@ -339,8 +339,9 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
     """A oneOf object is read by a labelled product over its leaves (the base and each branch). The names
     only the base requires are guarded (the base failing fails the oneOf: every label written has it
     holding), the branches' names stay in parser states; masks equal those of the grammar that tracks every
-    name in states at every prefix of 80 random texts. Under `not`, the object is asked for the label no
-    guard decides, and the schema is built without guards."""
+    name in states at every prefix of 80 random texts. Under `not`, the object (past the budget: a labelled
+    product is guarded only then) is asked for the label no guard decides, and the schema is built again
+    guarding only objects that must hold."""
     import random
     import warnings
 
@@ -353,9 +354,12 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
               "oneOf": [{"properties": {"kind": {"const": "a"}}, "required": ["kind", "x"]},
                         {"properties": {"kind": {"const": "b"}}, "required": ["kind", "y"]}]}
     assert sorted(G.build_grammar(schema, property_order="any").guards.values()) == [-6, *range(1, 7)]
+    plain = {"type": "object", "properties": {n: {"type": "integer"} for n in base}, "required": base}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (under `not` the object passes the budget: declared order)
         assert not G.build_grammar({"type": "array", "items": {"not": schema}}, property_order="any").guards
+        mixed = G.build_grammar({"type": "array", "prefixItems": [plain, {"not": schema}]}, property_order="any")
+    assert sorted(mixed.guards.values()) == [-6, *range(1, 7)]  # the plain object keeps its guard
     guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     with monkeypatch.context() as mp:
         mp.setattr(G, "GUARD_FROM", 99)
@@ -386,12 +390,11 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
     assert verdicts == {True, False}
 
 
-def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_guards(vocab, monkeypatch):
-    """Where a property's value is split into "X holds" and "X fails", the second region asks X's product for
-    the label no guard decides: the front end builds the schema again without guards. Were the guard written
-    there anyway (closing patched so), X's rules would admit objects missing names and overlap the other
-    region: LALR conflicts, and compile_json_schema builds the schema again without guards. Objects with
-    GUARD_FROM or more required names are guarded at once, the others only past the budget."""
+def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_guards(vocab):
+    """Where a property's value is split into "X holds" and "X fails", a guarded X (its rules admit objects
+    missing names) overlaps the other region: LALR conflicts, so compile_json_schema builds the schema again
+    without guards (X's required names then in parser states). Objects that must hold with GUARD_FROM or more
+    required names are guarded at once, the others only past the budget."""
     from cad_outlines.engine.compile_profile import CompileProfile
     from cad_outlines.engine.frontend.json_schema import grammar as G
 
@@ -402,17 +405,6 @@ def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_gua
     assert not G.build_grammar({**x, "required": names[:2]}, property_order="any").guards
     schema = {"anyOf": [{"type": "object", "properties": {"p": x}, "required": ["p"]},
                         {"type": "object", "properties": {"q": {"type": "null"}}, "required": ["q"]}]}
-    assert not G.build_grammar(schema, property_order="any").guards
-
-    def closing(self, label):  # the guard without its check of the label
-        if not self.guarded:
-            return ()
-        gc = self.b.fresh("gc")
-        self.b.rule(gc)
-        self.b.guards[gc] = -len(self.bits)
-        return (gc,)
-
-    monkeypatch.setattr(G._ObjectProduct, "closing", closing)
     assert G.build_grammar(schema, property_order="any").guards
     prof = CompileProfile(memory=False)
     g = compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof)

@@ -257,6 +257,7 @@ class _Builder:
                  any_order_budget: int | None = MAX_ANY_ORDER_EDGES, guards: bool = True):
         self.doc = doc
         self.allow_guards = guards
+        self.labelled_guards = True  # False after _GuardUnsound: guards for objects that must hold only
         self.ws = ws
         self.any_order = property_order == "any"
         self.counted: set[int] = set()  # distinct string length bounds (_check_length)
@@ -928,8 +929,9 @@ class _ObjectProduct(_Product):
     a member nonterminal per such name marks it seen, an empty rule before the close checks them all) and
     the states track the other required names only. One whose states still pass the budget keeps its
     declared order (narrower, never wider), with a :class:`SchemaOrderWarning`. A grammar whose guarded
-    objects overlap an alternative is built again without guards (compile_json_schema), as is one that
-    asks a guarded object for a label its guard cannot decide (:meth:`closing`)."""
+    objects overlap an alternative is built again without guards (compile_json_schema); one that asks a
+    guarded object for a label its guard cannot decide (:meth:`closing`) is built again guarding only
+    objects that must hold. Labelled products (no target) are guarded only past the budget."""
 
     open_, close, prefix = "LBRACE", "RBRACE", "obj"
     EXTRA, DEAD = -1, -2
@@ -960,7 +962,7 @@ class _ObjectProduct(_Product):
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
             self.edge_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
-            if len(self.required) >= GUARD_FROM:
+            if len(self.required) >= GUARD_FROM and self.t is not None:  # (a labelled one: past the budget only)
                 names = self.guardable()
                 if names:
                     self.guard(names)
@@ -982,7 +984,7 @@ class _ObjectProduct(_Product):
         - every leaf accepts one value for it (adding it, or adding it again, fails no leaf still alive: an
           open object can always add its missing names and still end as the states say it can).
         Needs no maxProperties (an added name must not use up the room)."""
-        if not self.b.allow_guards or not self.members:
+        if not self.b.allow_guards or not self.members or (self.t is None and not self.b.labelled_guards):
             return frozenset()
         if any(self.lf[i].b.max_props is not None for i in self.members):
             return frozenset()
@@ -991,16 +993,20 @@ class _ObjectProduct(_Product):
         forms = self.t.forms if self.t is not None else self.forms
         necessary = {i for i in self.members if all(_eval3(f, (), {i}) is False for f in forms)}
         every = frozenset(self.members)
+        candidates = [n for n in self.G if n in self.required and
+                      not any(n in self.req[i] and i not in necessary for i in self.members)][:31]
+        if not candidates or self._too_big(len(self.required) - len(candidates)):
+            return frozenset()  # (the names left in states would pass their budget anyway)
         names = []
-        for n in self.G:
-            if len(names) == 31:
-                break
-            if n not in self.required or any(n in self.req[i] and i not in necessary for i in self.members):
-                continue
+        for n in candidates:
             wants = [(i, self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) for i in self.members]
             if any(hold >= every for _, hold in self.split(wants, frozenset())):
                 names.append(n)
         return frozenset(names)
+
+    def _too_big(self, tracked: int) -> bool:
+        """A guarded product tracking `tracked` required names in states passes its own budget at once."""
+        return tracked > 0 and 2 ** tracked * len(self.G) > MAX_ANY_ORDER_EDGES_EACH
 
     def guard(self, names: frozenset[str]) -> None:
         """Check `names` (:meth:`guardable`) beside the parser from now on; the states track the others."""
@@ -1037,7 +1043,7 @@ class _ObjectProduct(_Product):
     def closing(self, label) -> tuple:
         """Guarded: an empty rule reduced before the close, which checks every guarded name was seen. A
         label with no true form is not decided by it (an object missing a guarded name may have it):
-        _GuardUnsound, the schema is built again without guards."""
+        _GuardUnsound, the schema is built again with no labelled product guarded."""
         if not self.guarded:
             return ()
         if label is not True and not any(label):
@@ -1302,7 +1308,8 @@ def _prune(rules: list[tuple[str, tuple]], terminals: set[str]) -> list[tuple[st
 
 
 class _GuardUnsound(Exception):
-    """A guarded object asked for a label its guard cannot decide (_ObjectProduct.closing)."""
+    """A guarded object asked for a label its guard cannot decide (_ObjectProduct.closing): built again
+    with guards for the objects that must hold only (a labelled product is never guarded then)."""
 
 
 class _TooManyRules(Exception):
@@ -1310,8 +1317,9 @@ class _TooManyRules(Exception):
 
 
 def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None,
-           guards: bool) -> SchemaGrammar:
+           guards: bool, labelled_guards: bool = True) -> SchemaGrammar:
     b = _Builder(doc, ws, property_order, any_order_budget, guards)
+    b.labelled_guards = labelled_guards
     b.collect(root)
     top = b.value(root)
     if top is None:
@@ -1379,21 +1387,21 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
     try:
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always", SchemaOrderWarning)
-            def attempt(guards: bool) -> SchemaGrammar:
+            def attempt(labelled: bool) -> SchemaGrammar:
                 try:
-                    return _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards)
+                    return _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards, labelled)
                 except (_TooManyRules, SchemaError) as e:
                     # too many rules, or merged any-order states that split a value too finely ("anyOf"): each
                     # object then gets its own smaller budget (others' keyword errors come again, as they were)
                     if isinstance(e, SchemaError) and (property_order != "any" or e.keyword != "anyOf"):
                         raise
                     warned.clear()  # (of the first build)
-                    return _build(doc, ws, property_order, root, None, guards)
+                    return _build(doc, ws, property_order, root, None, guards, labelled)
 
             try:
-                out = attempt(guards)
-            except _GuardUnsound:
-                warned.clear()
+                out = attempt(True)
+            except _GuardUnsound:  # a labelled object's guard asked for a label it cannot decide: only the
+                warned.clear()  # objects that must hold are guarded (their guards decide every label asked)
                 out = attempt(False)
         for w in warned:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -853,3 +853,32 @@ def test_any_property_order_that_splits_a_value_too_finely_builds_again_with_a_b
         warnings.simplefilter("always")
         G.build_grammar(schema, property_order="any")
     assert warned and all(w.category is SchemaOrderWarning for w in warned)
+
+
+def test_a_compile_pauses_the_cyclic_collector_and_restores_it(vocab, monkeypatch):
+    """compile_json_schema runs with the cyclic GC paused (its allocations would start full collections of
+    a server's heap) and leaves it as it found it: enabled or disabled, after a compile or a refusal."""
+    import gc
+
+    import cad_outlines.engine.frontend.json_schema as front
+
+    during = []
+    real = front.build_grammar
+
+    def build(*a, **k):
+        during.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(front, "build_grammar", build)
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            compile_json_schema({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}},
+                                 "title": f"gc {enabled}"}, vocab, cache=False)
+            assert gc.isenabled() is enabled
+            with pytest.raises(SchemaError):
+                compile_json_schema({"type": "array", "uniqueItems": True}, vocab, cache=False)
+            assert gc.isenabled() is enabled
+        assert during == [False] * 4
+    finally:
+        gc.enable()

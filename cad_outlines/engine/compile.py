@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import hashlib
 import os
@@ -347,7 +348,7 @@ def _compile_objects(vocab: Vocabulary, phases, *, folder: Path | None, progress
     ph = phases(prof)
     lk, start, spec, tables, indenter, fingerprint = ph.lk, ph.start, ph.spec, ph.tables, ph.indenter, ph.fingerprint
     lexer = Lexer(spec)
-    if getattr(tables, "guards", None) is not None:  # the rules alone over-approximate: no analyses of them
+    if tables.guards is not None:  # the rules alone over-approximate: no analyses of them
         streamline = False
     key = hashlib.sha256(f"{fingerprint}:{vocab.content_hash}:{_library_version()}".encode()).hexdigest()[:32]
     path = folder / f"store-{key}.npz" if folder else None
@@ -591,11 +592,12 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             from .store.flat_grammar import dfa_automaton_arrays
             from .store.lexer import lexer_spec_from_dfas
 
+            build = functools.partial(build_grammar, schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
+                                      property_order=property_order)
             with prof.phase("lark load"):  # the schema's rules, written directly
                 with warnings.catch_warnings(record=True) as warned:
                     warnings.simplefilter("always")
-                    sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
-                                       property_order=property_order)
+                    sg = build()
             try:
                 with prof.phase("parse tables"):
                     tables = _schema_tables(sg)
@@ -606,8 +608,7 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
                 # it (LALR conflicts): the schema is built again without guards
                 with prof.phase("lark load"):
                     warned = ()
-                    sg = build_grammar(schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
-                                       property_order=property_order, guards=False)
+                    sg = build(guards=False)
                 with prof.phase("parse tables"):
                     tables = _schema_tables(sg)
             for w in warned:

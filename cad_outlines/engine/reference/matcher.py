@@ -40,7 +40,7 @@ class ReferenceMatcher:
 
     def __init__(self, grammar: CompiledGrammar):
         self.grammar = grammar.load_objects()  # the Python objects it walks (built here if only flat arrays)
-        if getattr(grammar.tables, "guards", None) is not None:
+        if grammar.tables.guards is not None:
             raise NotImplementedError("the reference parser does not run ObjectGuards (JSON Schema objects whose "
                                       "required names come in any order); the native matcher does")
         self.parser = IncrementalParser(grammar.tables, grammar.indenter)

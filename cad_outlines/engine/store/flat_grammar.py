@@ -203,7 +203,7 @@ def _parser_arrays(tables, ind, label_names: list[str], out: dict, meta: dict) -
                 nl_term=term_id[ind.nl_type] if ind else -1, indent_term=term_id[ind.indent_type] if ind else -1,
                 dedent_term=term_id[ind.dedent_type] if ind else -1,
                 term_names=term_names, start=tables.start)
-    gd = getattr(tables, "guards", None)
+    gd = tables.guards
     if gd is not None:  # JSON Schema objects' required names checked beside the tables (ObjectGuards)
         out["p_rule_guard"] = np.array([gd.codes.get(lhs, 0) for lhs, _ in tables.rules], dtype=np.int32)
         meta.update(guard_open=term_id[gd.open], guard_close=term_id[gd.close])

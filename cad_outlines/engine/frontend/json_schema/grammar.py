@@ -254,10 +254,11 @@ def _literal_basic(v, ptr: str) -> Basic:
 
 class _Builder:
     def __init__(self, doc: SchemaDoc, ws: str, property_order: str = "declared",
-                 any_order_budget: int | None = MAX_ANY_ORDER_EDGES, guards: bool = True):
+                 any_order_budget: int | None = MAX_ANY_ORDER_EDGES, guards: bool = True,
+                 labelled_guards: bool = True):
         self.doc = doc
         self.allow_guards = guards
-        self.labelled_guards = True  # False after _GuardUnsound: guards for objects that must hold only
+        self.labelled_guards = labelled_guards  # False after _GuardUnsound: guards for objects that must hold only
         self.ws = ws
         self.any_order = property_order == "any"
         self.counted: set[int] = set()  # distinct string length bounds (_check_length)
@@ -954,10 +955,10 @@ class _ObjectProduct(_Product):
         self.key_ok = {i: self.b.key_atoms(lf[i].b.names) for i in self.members}  # propertyNames (None: any)
         self.any_order = self.b.any_order
         self.own_declared = self.own
-        self.guarded = False  # some required names checked beside the parser (guard)
-        self.gnames: frozenset[str] = frozenset()  # those names
+        self.gnames: frozenset[str] = frozenset()  # required names checked beside the parser (guard)
         self.bits: dict = {}  # their key symbols -> bit
         self._members: dict[tuple, tuple] = {}
+        self._close: tuple = ()  # the empty rule checking them (closing), once made
         if self.any_order:
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
@@ -1008,9 +1009,13 @@ class _ObjectProduct(_Product):
         """A guarded product tracking `tracked` required names in states passes its own budget at once."""
         return tracked > 0 and 2 ** tracked * len(self.G) > MAX_ANY_ORDER_EDGES_EACH
 
+    @property
+    def guarded(self) -> bool:
+        return bool(self.gnames)
+
     def guard(self, names: frozenset[str]) -> None:
         """Check `names` (:meth:`guardable`) beside the parser from now on; the states track the others."""
-        self.guarded, self.gnames = True, names
+        self.gnames = names
         # its own budget (fixed: one grammar per schema) for the names still in states; none needs none
         self.edge_budget = None if names == self.required else MAX_ANY_ORDER_EDGES_EACH
         self.bits = {self.b.key_symbol(n): j for j, n in enumerate(n for n in self.G if n in names)}
@@ -1021,7 +1026,7 @@ class _ObjectProduct(_Product):
         if names:
             self.guard(names)
             return
-        self.guarded, self.gnames, self.bits = False, frozenset(), {}
+        self.gnames, self.bits = frozenset(), {}
         warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
                       f"required) in any order take over the {self.edge_budget} moves between parser states it may "
                       "take; this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
@@ -1048,10 +1053,12 @@ class _ObjectProduct(_Product):
             return ()
         if label is not True and not any(label):
             raise _GuardUnsound
-        gc = self.b.fresh("gc")
-        self.b.rule(gc)
-        self.b.guards[gc] = -len(self.bits)
-        return (gc,)
+        if not self._close:  # one for all the product's labels
+            gc = self.b.fresh("gc")
+            self.b.rule(gc)
+            self.b.guards[gc] = -len(self.bits)
+            self._close = (gc,)
+        return self._close
 
     # values a leaf asks of a property ----------------------------------------------------
     def declared(self, i: int, n: str) -> Sub:
@@ -1318,8 +1325,7 @@ class _TooManyRules(Exception):
 
 def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None,
            guards: bool, labelled_guards: bool = True) -> SchemaGrammar:
-    b = _Builder(doc, ws, property_order, any_order_budget, guards)
-    b.labelled_guards = labelled_guards
+    b = _Builder(doc, ws, property_order, any_order_budget, guards, labelled_guards)
     b.collect(root)
     top = b.value(root)
     if top is None:

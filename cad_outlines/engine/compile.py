@@ -42,7 +42,7 @@ __all__ = ["load_lark", "compile_grammar", "compile_json_schema", "validate_gram
 
 FORMAT_VERSION = "3"  # bump whenever what a store holds changes
 STREAMLINE_VERSION = "1"  # bump whenever what streamlining produces changes
-FLAT_VERSION = "4"  # bump whenever the flat arrays (flat_grammar.py) change
+FLAT_VERSION = "5"  # bump whenever the flat arrays (flat_grammar.py) change
 LAZY_PHASES = ("lark load", "terminal DFAs", "parse tables", "lexer configurations", "flat arrays")
 
 
@@ -460,7 +460,7 @@ def _progress_bar():
 _SCHEMAS: dict[str, CompiledGrammar] = {}  # in-process: content key -> compiled (most recent last)
 _SCHEMAS_LOCK = threading.Lock()
 _SCHEMAS_KEPT = 256
-SCHEMA_VERSION = "6"  # bump whenever the JSON Schema front end's grammar for a schema changes
+SCHEMA_VERSION = "7"  # bump whenever the JSON Schema front end's grammar for a schema changes
 
 
 def load_schema(schema) -> object:
@@ -504,7 +504,7 @@ def _schema_tables(sg) -> ParseTables:
         raise SchemaError("anyOf", "", f"the schema's alternatives overlap in a way the LALR(1) parser "
                           f"cannot decide ({tables.shift_reduce} shift/reduce conflicts)")
     if sg.guards:  # objects whose required names come in any order (ObjectGuards)
-        tables.guards = ObjectGuards("LBRACE", "RBRACE", sg.guards)
+        tables.guards = ObjectGuards("LBRACE", "RBRACE", sg.guards, sg.checks)
     return tables
 
 

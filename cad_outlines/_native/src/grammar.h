@@ -35,10 +35,11 @@ struct Grammar {
     int32_t nl_term = -1, indent_term = -1, dedent_term = -1;
     // object guards (JSON Schema objects whose required names come in any order, checked beside the
     // LALR tables instead of 2**r parser states): per rule 0, k > 0 (a member: set bit k - 1 of the
-    // innermost object's names seen) or -r (the object's close: all r bits set); every guard_open shift
+    // innermost object's names seen) or -(j + 1) (close check j: every bit of one of its masks
+    // p_guard_mask[p_guard_off[j] .. p_guard_off[j + 1]] set); every guard_open shift
     // opens a frame (an object), every guard_close shift ends it. Frames live where an indenter keeps its
     // levels (a grammar has one or the other).
-    View<int32_t> p_rule_guard;
+    View<int32_t> p_rule_guard, p_guard_off, p_guard_mask;
     bool has_guards = false;
     int32_t guard_open = -1, guard_close = -1;
 

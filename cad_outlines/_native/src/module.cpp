@@ -86,15 +86,23 @@ static void make_grammar(PyGrammar* pg, nb::dict a, nb::dict meta, std::shared_p
     g.has_indenter = nb::cast<bool>(meta["has_indenter"]);
     if (a.contains("p_rule_guard")) {
         bind_array(*pg, a, "p_rule_guard", g.p_rule_guard);
+        bind_array(*pg, a, "p_guard_off", g.p_guard_off);
+        bind_array(*pg, a, "p_guard_mask", g.p_guard_mask);
         g.has_guards = true;
         g.guard_open = meta_int(meta, "guard_open");
         g.guard_close = meta_int(meta, "guard_close");
         if (g.has_indenter) throw std::invalid_argument("flat grammar: object guards and an indenter both keep levels");
         if (g.p_rule_guard.size() != g.p_rule_len.size())
             throw std::invalid_argument("flat grammar: p_rule_guard must have one entry per rule");
+        const int64_t n_checks = int64_t(g.p_guard_off.size()) - 1;
+        if (n_checks < 0 || g.p_guard_off[0] != 0 || int64_t(g.p_guard_off[size_t(n_checks)]) != int64_t(g.p_guard_mask.size()))
+            throw std::invalid_argument("flat grammar: p_guard_off must index p_guard_mask");
+        for (int64_t j = 0; j < n_checks; ++j)
+            if (g.p_guard_off[size_t(j)] > g.p_guard_off[size_t(j) + 1])
+                throw std::invalid_argument("flat grammar: p_guard_off must not decrease");
         for (size_t r = 0; r < g.p_rule_guard.size(); ++r)
-            if (g.p_rule_guard[r] > 31 || g.p_rule_guard[r] < -31)
-                throw std::invalid_argument("flat grammar: an object guard tracks at most 31 names");
+            if (g.p_rule_guard[r] > 31 || int64_t(g.p_rule_guard[r]) < -n_checks)
+                throw std::invalid_argument("flat grammar: an object guard is a name bit (1 .. 31) or a close check");
         if (g.guard_open < 0 || g.guard_open >= g.n_terms || g.guard_close < 0 || g.guard_close >= g.n_terms)
             throw std::invalid_argument("flat grammar: guard_open/guard_close must be terminals");
     }

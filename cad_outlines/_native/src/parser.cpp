@@ -54,7 +54,12 @@ bool Parser::guard(int32_t& lv, int32_t code) const {
         if (now != seen) lv = push(f.parent, int32_t(now), false);
         return true;
     }
-    return seen == (uint32_t(1) << -code) - 1;  // the close: every required name seen
+    const int32_t j = -code - 1;  // a close check: every name of one of its masks seen
+    for (int32_t k = g_.p_guard_off[j]; k < g_.p_guard_off[j + 1]; ++k) {
+        const uint32_t need = uint32_t(g_.p_guard_mask[k]);
+        if ((seen & need) == need) return true;
+    }
+    return false;
 }
 
 bool Parser::step(PState& st, int32_t term, int32_t indent) const {

@@ -24,8 +24,9 @@ END = "$END"
 class ObjectGuards:
     """Checks the native parser runs beside the tables, for JSON Schema objects whose required names
     come in any order (2**r LALR states otherwise). ``codes[lhs]`` for the rules of nonterminal lhs:
-    k > 0 a member (the innermost open object has seen its name number k - 1), -r the object's close
-    (reduced before its `close` terminal shifts: all r names seen, else refused). Every `open` shift
+    k > 0 a member (the innermost open object has seen its name number k - 1), -(j + 1) close check j
+    (reduced before its `close` terminal shifts: every name of one of the bit masks ``checks[j]`` seen,
+    else refused). Every `open` shift
     opens an object, every `close` shift ends one. A grammar with guards accepts a sublanguage of its
     rules' language: analyses that read the rules alone (streamlining, the reference parser) do not
     apply to it."""
@@ -33,6 +34,7 @@ class ObjectGuards:
     open: str
     close: str
     codes: dict[str, int]
+    checks: tuple[tuple[int, ...], ...] = ()
 
 
 class ParseTables:

@@ -11,7 +11,8 @@ Layout (all little-endian; "CSR" = an ``*_off`` array of n+1 offsets into a data
   state k) or ``-(r + 1)`` (reduce by rule r); ``p_goto[state * n_nonterms + lhs]``
   (-1: none); ``p_rule_lhs``/``p_rule_len``; ``p_open``/``p_close`` flag the indenter's
   bracket terminals; ``p_rule_guard`` (JSON Schema objects only: :class:`ObjectGuards` codes
-  per rule, with ``meta["guard_open"/"guard_close"]`` terminal ids); ``label_term[label]``
+  per rule, ``p_guard_off``/``p_guard_mask`` its close checks' masks (CSR), with
+  ``meta["guard_open"/"guard_close"]`` terminal ids); ``label_term[label]``
   maps a lexer label to its parser terminal (-1: the parser never accepts it).
 - lexer ``l_*``: every terminal automaton's states renumbered into one global range
   (``l_auto_off``), ``l_trans[g * 256 + b]`` global; ``l_label``, ``l_live``, ``l_block``
@@ -206,6 +207,8 @@ def _parser_arrays(tables, ind, label_names: list[str], out: dict, meta: dict) -
     gd = tables.guards
     if gd is not None:  # JSON Schema objects' required names checked beside the tables (ObjectGuards)
         out["p_rule_guard"] = np.array([gd.codes.get(lhs, 0) for lhs, _ in tables.rules], dtype=np.int32)
+        out["p_guard_off"] = np.cumsum([0] + [len(c) for c in gd.checks], dtype=np.int32)
+        out["p_guard_mask"] = np.array([m for c in gd.checks for m in c], dtype=np.int32)
         meta.update(guard_open=term_id[gd.open], guard_close=term_id[gd.close])
 
 

@@ -257,7 +257,8 @@ def test_any_property_order_checks_many_required_names_beside_the_parser(vocab):
                                                **{n: {"type": "integer"} for n in names}},
               "required": names}
     sg = G.build_grammar(schema, property_order="any")  # no SchemaOrderWarning (the suite makes warnings errors)
-    assert sorted(sg.guards.values()) == [-14, *range(1, 15)]  # 14 members and the close (the small one fits)
+    assert sorted(sg.guards.values()) == [-1, *range(1, 15)]  # 14 members and the close (the small one fits)
+    assert sg.checks == ((2 ** 14 - 1,),)  # the close: all 14 names seen
     assert len(sg.rule_list) < 200
     g = compile_json_schema(schema, vocab, cache=False, property_order="any")
     inner = ", ".join(f'"{n}": 1' for n in names)
@@ -353,13 +354,17 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
               "required": base,
               "oneOf": [{"properties": {"kind": {"const": "a"}}, "required": ["kind", "x"]},
                         {"properties": {"kind": {"const": "b"}}, "required": ["kind", "y"]}]}
-    assert sorted(G.build_grammar(schema, property_order="any").guards.values()) == [-6, *range(1, 7)]
+    assert not G.build_grammar(schema, property_order="any").guards  # (its states fit the budget)
+    monkeypatch.setattr(G, "MAX_ANY_ORDER_EDGES", 400)  # (they do not: past the budget, guarded)
+    sg = G.build_grammar(schema, property_order="any")
+    assert sorted(set(sg.guards.values())) == [-1, *range(1, 8)] and sg.checks == ((2 ** 7 - 1,),)  # "kind" too
     plain = {"type": "object", "properties": {n: {"type": "integer"} for n in base}, "required": base}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (under `not` the object passes the budget: declared order)
         assert not G.build_grammar({"type": "array", "items": {"not": schema}}, property_order="any").guards
         mixed = G.build_grammar({"type": "array", "prefixItems": [plain, {"not": schema}]}, property_order="any")
-    assert sorted(mixed.guards.values()) == [-6, *range(1, 7)]  # the plain object keeps its guard
+    assert sorted(mixed.guards.values()) == [-1, *range(1, 7)] and mixed.checks == ((2 ** 6 - 1,),)  # the plain
+    # object keeps its guard
     guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     with monkeypatch.context() as mp:
         mp.setattr(G, "GUARD_FROM", 99)
@@ -388,6 +393,88 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
         assert accepted == valid(schema, value), value
         verdicts.add(accepted)
     assert verdicts == {True, False}
+
+
+_FULL_GUARD_CASES = {
+    # at least one of two sets of names (an anyOf of required lists: one object that must hold)
+    "anyOf required": ({"type": "object", "properties": {k: {"type": "integer"} for k in "abcde"}, "required": ["a"],
+                        "anyOf": [{"required": ["b"]}, {"required": ["c", "d"]}], "additionalProperties": False},
+                       ((0b11, 0b1101),)),
+    # ... with a name one of them forbids (labelled: its leaves under `not`)
+    "anyOf and a dependency": ({"type": "object", "properties": {k: {"type": "integer"} for k in "abcde"},
+                                "required": ["a"], "anyOf": [{"required": ["b"]}, {"required": ["c", "d"]}],
+                                "dependencies": {"b": {"properties": {"e": {"not": {}}}}}}, None),
+    # a oneOf told apart by a discriminator's value, each branch requiring names of its own
+    "oneOf discriminator": ({"type": "object", "properties": {"kind": {"enum": ["p", "q"]}, "n": {"type": "string"},
+                                                              **{k: {"type": "integer"} for k in "uvw"}},
+                             "required": ["kind", "n"],
+                             "oneOf": [{"properties": {"kind": {"const": "p"}}, "required": ["u", "v"]},
+                                       {"properties": {"kind": {"const": "q"}}, "required": ["w"]}]}, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_FULL_GUARD_CASES))
+def test_full_guards_check_per_end_the_names_its_label_needs(vocab, monkeypatch, case):
+    """Past the budget with the names every form needs, an object guards every required name that has a
+    value all its leaves accept: the states track only the others (a discriminator), and each end state's
+    close checks the names its label needs, as one of several sets (ObjectGuards' checks). Masks equal
+    those of the grammar that tracks every name in states at every prefix of 150 random texts, and the
+    verdicts jsonschema's."""
+    import random
+
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    schema, checks = _FULL_GUARD_CASES[case]
+    names = list(schema["properties"])
+    with monkeypatch.context() as mp:
+        mp.setattr(G, "MAX_ANY_ORDER_EDGES", 10)
+        mp.setattr(G, "MAX_ANY_ORDER_EDGES_EACH", 200)
+        mp.setattr(G._ObjectProduct, "guardable", lambda self: frozenset())  # (straight to the full guard)
+        sg = G.build_grammar(schema, property_order="any")  # no SchemaOrderWarning: any order kept
+        assert sg.guards and sg.checks
+        if checks is not None:
+            assert sg.checks == checks
+        guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
+    assert not G.build_grammar(schema, property_order="any").guards  # (it fits the budget: every name in states)
+    states = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
+    rnd = random.Random(5)
+    verdicts = set()
+    for _ in range(150):
+        full = {k: rnd.choice(["p", "q", "r"]) if k == "kind" else "s" if k == "n" else rnd.randint(0, 9)
+                for k in names}
+        keys = [k for k in full if rnd.random() < 0.6]
+        rnd.shuffle(keys)
+        value = {k: full[k] for k in keys}
+        m1, m2 = Matcher(states), Matcher(guarded)
+        accepted = True
+        for t in encode(vocab, json.dumps(value, separators=(",", ":")).encode()):
+            a = m1.allowed_mask()
+            assert (a == m2.allowed_mask()).all(), value
+            if not a[t]:
+                accepted = False
+                break
+            m1.advance(t)
+            m2.advance(t)
+        accepted = accepted and m1.is_accepting() == m2.is_accepting() is True
+        assert accepted == valid(schema, value), value
+        verdicts.add(accepted)
+    assert verdicts == {True, False}
+
+
+def test_full_guards_refuse_what_no_set_of_names_decides(monkeypatch):
+    """A oneOf whose branches differ only in the names they require (no value tells them apart): adding the
+    other branch's names makes the object invalid, which no close check can see, so the object is not
+    guarded (past the budget it keeps its declared order, with a warning)."""
+    from cad_outlines.engine.frontend.json_schema import SchemaOrderWarning
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in "abcde"},
+              "oneOf": [{"required": ["a", "b"]}, {"required": ["c"]}]}
+    monkeypatch.setattr(G, "MAX_ANY_ORDER_EDGES", 10)
+    monkeypatch.setattr(G, "MAX_ANY_ORDER_EDGES_EACH", 60)
+    with pytest.warns(SchemaOrderWarning):
+        sg = G.build_grammar(schema, property_order="any")
+    assert not sg.guards
 
 
 def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_guards(vocab):
@@ -825,7 +912,7 @@ def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_
         warnings.simplefilter("always")
         sg = G.build_grammar(schema, property_order="any")
     assert not warned
-    assert len(sg.rule_list) < 2000 and sorted(sg.guards.values()) == [-10, *range(1, 11)]
+    assert len(sg.rule_list) < 2000 and sorted(sg.guards.values()) == [-1, *range(1, 11)]
     small = compile_json_schema({"title": "t", **schema}, vocab, cache=False, property_order="any")
     assert accepts(small, vocab, inner + swapped + "}")
     assert not accepts(small, vocab, inner + swapped.replace('"p5": 1, ', "") + "}")

@@ -96,6 +96,7 @@ class SchemaGrammar:
     # ObjectGuards codes by nonterminal: objects whose required names come in any order, checked beside the
     # parser (the rules alone admit such an object without some of them)
     guards: dict[str, int] = field(default_factory=dict)
+    checks: tuple[tuple[int, ...], ...] = ()  # the close checks guard code -(j + 1) names (ObjectGuards)
 
     @functools.cached_property
     def rules(self) -> list:
@@ -279,6 +280,7 @@ class _Builder:
         self._splits: dict = {}
         self._pending: list = []
         self.guards: dict[str, int] = {}  # SchemaGrammar.guards
+        self.checks: dict[tuple[int, ...], int] = {}  # SchemaGrammar.checks, by their codes
 
     def fresh(self, prefix: str) -> str:
         self.n += 1
@@ -736,7 +738,7 @@ class _Builder:
         check_limit("max_terminals", len(terminals), "JSON Schema grammar")
         kept = {lhs for lhs, _ in all_rules}
         guards = {lhs: code for lhs, code in self.guards.items() if lhs in kept}
-        return SchemaGrammar(all_rules, terminals, "start", tuple(groups), guards)
+        return SchemaGrammar(all_rules, terminals, "start", tuple(groups), guards, tuple(self.checks))
 
 
 @dataclass
@@ -840,12 +842,17 @@ class _Product:
                 k += 1
                 if not k & 255:
                     check_deadline("a JSON Schema object or array")
-            if not over:
+            if not over and self.settled():
                 return
-            self.over_budget()
+            if over:
+                self.over_budget()
 
     def over_budget_at_once(self) -> bool:
         return False
+
+    def settled(self) -> bool:
+        """After a whole exploration: whether it stands (False: the product changed itself, explored again)."""
+        return True
 
     def over_budget(self) -> None:
         """What a product does past its edge budget (then explored again); it must lift the budget."""
@@ -879,7 +886,7 @@ class _Product:
             b.rule(name, self.open_, f"{first}0", *self.closing(label), self.close)
         for k in good:
             if self.ends.get(k) == label:
-                b.rule(f"{rest}{k}")
+                b.rule(f"{rest}{k}", *self.end_check(k))
         for a, syms, c in self.edges:
             if a in good and c in good:
                 syms = self.member(syms)
@@ -897,6 +904,10 @@ class _Product:
 
     def closing(self, label) -> tuple:
         """Symbols :meth:`emit` writes before the close of a non-empty value with `label`."""
+        return ()
+
+    def end_check(self, k: int) -> tuple:
+        """Symbols :meth:`emit` writes where the member list ends at end state k."""
         return ()
 
     def skips(self, st):
@@ -928,8 +939,11 @@ class _ObjectProduct(_Product):
     of MAX_ANY_ORDER_EDGES moves, is *guarded* where it can be: the names :meth:`guardable` picks are
     checked by the parser beside its tables (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`:
     a member nonterminal per such name marks it seen, an empty rule before the close checks them all) and
-    the states track the other required names only. One whose states still pass the budget keeps its
-    declared order (narrower, never wider), with a :class:`SchemaOrderWarning`. A grammar whose guarded
+    the states track the other required names only; past the budget still, :meth:`full_guardable` guards
+    every required name whose values do not tell leaves apart, each end state checking the sets of names its
+    label needs (:meth:`_end_masks`). Every guard is kept only where open objects stay live
+    (:meth:`settled`). One whose states still pass the budget keeps its declared order (narrower, never
+    wider), with a :class:`SchemaOrderWarning`. A grammar whose guarded
     objects overlap an alternative is built again without guards (compile_json_schema); one that asks a
     guarded object for a label its guard cannot decide (:meth:`closing`) is built again guarding only
     objects that must hold. Labelled products (no target) are guarded only past the budget."""
@@ -959,10 +973,18 @@ class _ObjectProduct(_Product):
         self.bits: dict = {}  # their key symbols -> bit
         self._members: dict[tuple, tuple] = {}
         self._close: tuple = ()  # the empty rule checking them (closing), once made
+        self.unguardable: set[str] = set()  # names a guard could not keep live (settled)
+        self.full = False  # guarding every required name it can, each end checking its own (end_masks)
+        self.full_tried = False
+        self.full_tries = 0  # _end_masks runs
+        self.end_masks: dict[int, tuple[int, ...]] = {}  # full: end state -> the guard bit masks its close
+        # needs one of
+        self._checks: dict[tuple[int, ...], tuple] = {}  # close check rules by masks
+        self._needed: dict = {}  # needed() per failed set
         if self.any_order:
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
-            self.edge_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
+            self.edge_budget = self.base_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
             if len(self.required) >= GUARD_FROM and self.t is not None:  # (a labelled one: past the budget only)
                 names = self.guardable()
                 if names:
@@ -978,13 +1000,11 @@ class _ObjectProduct(_Product):
 
     def guardable(self) -> frozenset[str]:
         """The required names the parser may check (ObjectGuards; empty: none), at most 31 (a frame's
-        bits). A name n qualifies when
-        - every leaf requiring it is *necessary*: failing, it makes every form false (so any label with a
-          true form, the only ones a guarded product writes, has it holding: an object missing n has no
-          such label, and the close may refuse it), and
-        - every leaf accepts one value for it (adding it, or adding it again, fails no leaf still alive: an
-          open object can always add its missing names and still end as the states say it can).
-        Needs no maxProperties (an added name must not use up the room)."""
+        bits): those *necessary* to every form: with the leaves requiring n failing, every form is false,
+        so an object missing n has no label with a true form (the only ones a guarded product writes) and
+        the close may refuse it. Whether an open object can always add the guarded names it lacks and still
+        end as its state says is checked once the product is explored (:meth:`settled`). Needs no
+        maxProperties (an added name must not use up the room)."""
         if not self.b.allow_guards or not self.members or (self.t is None and not self.b.labelled_guards):
             return frozenset()
         if any(self.lf[i].b.max_props is not None for i in self.members):
@@ -992,30 +1012,139 @@ class _ObjectProduct(_Product):
         if self.t is not None and not all(self.t.vec):
             return frozenset()
         forms = self.t.forms if self.t is not None else self.forms
-        necessary = {i for i in self.members if all(_eval3(f, (), {i}) is False for f in forms)}
-        every = frozenset(self.members)
-        candidates = [n for n in self.G if n in self.required and
-                      not any(n in self.req[i] and i not in necessary for i in self.members)][:31]
-        if not candidates or self._too_big(len(self.required) - len(candidates)):
+        names = [n for n in self.G if n in self.required and n not in self.unguardable and
+                 all(_eval3(f, (), {i for i in self.members if n in self.req[i]}) is False for f in forms)][:31]
+        if not names or self._too_big(len(self.required) - len(names)):
             return frozenset()  # (the names left in states would pass their budget anyway)
-        names = []
-        for n in candidates:
-            wants = [(i, self.declared(i, n) if n in self.pos[i] else self.extra(i, n)) for i in self.members]
-            if any(hold >= every for _, hold in self.split(wants, frozenset())):
-                names.append(n)
         return frozenset(names)
+
+    def settled(self) -> bool:
+        """Guarded: every state that can still end with a label having a true form moves on every guarded
+        name to such a state again, so an open object can always add the guarded names it lacks (in any
+        order: then it ends as its state says) and masks admit no dead end. Names for which that fails are
+        tracked in states instead (never guarded again) and the product is explored again."""
+        if not self.guarded:
+            return True
+        dead = self._end_masks() if self.full else frozenset()
+        dead = dead or self._dead_guards()
+        if not dead:
+            return True
+        self.unguardable |= dead
+        names = self.gnames - dead
+        if names and (self.full or not self._too_big(len(self.required) - len(names))):
+            self.guard(names, self.full)
+        else:
+            self.gnames, self.bits, self.edge_budget = frozenset(), {}, self.base_budget
+        self._members.clear()
+        return False
+
+    def full_guardable(self) -> frozenset[str]:
+        """Past the budget with :meth:`guardable`'s names: every required name (at most 31) that has a value
+        every leaf accepts, each end state checking the ones its label needs (:meth:`_end_masks`), so the
+        states track only names whose values tell leaves apart (oneOf objects whose branches require names
+        of their own: 2**r states otherwise)."""
+        if not self.b.allow_guards or not self.members or (self.t is None and not self.b.labelled_guards):
+            return frozenset()
+        if any(self.lf[i].b.max_props is not None for i in self.members):
+            return frozenset()
+        if self.t is not None and not all(self.t.vec):
+            return frozenset()
+        every, names = frozenset(self.members), []
+        for n in self.G:
+            if n in self.required and n not in self.unguardable:
+                key = self.b.key_symbol(n)
+                wants = [(i, (self.declared(i, n) if n in self.pos[i] else self.extra(i, n))
+                          if self.name_ok(i, key) else None) for i in self.members]
+                try:
+                    regions = self.split(wants, frozenset())
+                except SchemaError:  # (split too finely: tracked, and the exploration says so)
+                    continue
+                if any(hold >= every for _, hold in regions):
+                    names.append(n)  # (a name whose values tell leaves apart is tracked in states)
+        return frozenset(names[:31])
+
+    def _end_masks(self) -> frozenset[str]:
+        """Full guard: per end state, the sets of guarded names its close needs one of (end_masks), where
+        they decide its label exactly: with s the guarded names seen, the object ends with the state's
+        label iff s holds one of them all (an up-set: adding names never takes it away), and otherwise has
+        no true form (a label the guard never writes; asked for one, the schema is built again: closing).
+        Where that fails (or an end has more than 10 distinct sets of guarded names among its leaves), the
+        smallest such set is returned, to track in states instead (all of them after 8 tries)."""
+        bit = {n: j for j, n in enumerate(n for n in self.G if n in self.gnames)}
+        bad: set[str] = set()
+        self.full_tries += 1
+
+        def fails(groups) -> None:
+            if self.full_tries > 8:
+                bad.update(*groups)
+            else:
+                bad.update(min(groups, key=lambda g: (len(g), sorted(g))))
+        for k, lab in self.ends.items():
+            seen, c, failed = self.states[k]
+            live = [(i, frozenset(self.req[i] & self.gnames)) for i in self.members
+                    if i not in failed and self.count_ok(i, c) and self.req[i] - self.gnames <= seen]
+            groups = list({g for _, g in live if g})
+            if len(groups) > 10:
+                fails(groups)
+                continue
+            verdicts: dict[frozenset, object] = {}
+            for pick in range(1 << len(groups)):
+                got = frozenset().union(*(g for j, g in enumerate(groups) if pick >> j & 1))
+                if got not in verdicts:
+                    verdicts[got] = self.label({i for i, g in live if g <= got})
+            if not (lab is True or (lab is not None and any(lab))):  # no true form: none may have one
+                if any(v != lab for v in verdicts.values()):
+                    fails(groups)
+                continue
+            ends_with = [got for got, v in verdicts.items() if v == lab]
+            need = [got for got in ends_with if not any(o < got for o in ends_with)]
+            if all(any(got >= m for m in need) == (v == lab) and
+                   (v == lab or v is None or (v is not True and not any(v))) for got, v in verdicts.items()):
+                masks = sorted(sum(1 << bit[n] for n in m) for m in need)
+                self.end_masks[k] = () if 0 in masks else tuple(masks)
+            else:
+                fails(groups)
+        return frozenset(bad)
+
+    def _dead_guards(self) -> frozenset[str]:
+        """The guarded names some live state cannot move on to a live state (live: it can end with a label
+        having a true form)."""
+        names = {self.b.key_symbol(n): n for n in self.gnames}
+        back: dict[int, list[int]] = {}
+        on: dict[str, list[tuple[int, int]]] = {}
+        for a, syms, c in self.edges:
+            back.setdefault(c, []).append(a)
+            n = names.get(syms[0])
+            if n is not None:
+                on.setdefault(n, []).append((a, c))
+        dead: set[str] = set()
+        for label in set(self.ends.values()):
+            if label is None or (label is not True and not any(label)):
+                continue
+            good = {k for k, lab in self.ends.items() if lab == label}
+            todo = list(good)
+            while todo:
+                for a in back.get(todo.pop(), ()):
+                    if a not in good:
+                        good.add(a)
+                        todo.append(a)
+            for n in self.gnames - dead:
+                if not good <= {a for a, c in on.get(n, ()) if c in good}:
+                    dead.add(n)
+        return frozenset(dead)
 
     def _too_big(self, tracked: int) -> bool:
         """A guarded product tracking `tracked` required names in states passes its own budget at once."""
-        return tracked > 0 and 2 ** tracked * len(self.G) > MAX_ANY_ORDER_EDGES_EACH
+        return tracked > 0 and 2 ** tracked * len(self.G) > 4 * MAX_ANY_ORDER_EDGES_EACH
 
     @property
     def guarded(self) -> bool:
         return bool(self.gnames)
 
-    def guard(self, names: frozenset[str]) -> None:
-        """Check `names` (:meth:`guardable`) beside the parser from now on; the states track the others."""
-        self.gnames = names
+    def guard(self, names: frozenset[str], full: bool = False) -> None:
+        """Check `names` (:meth:`guardable`, or `full`: :meth:`full_guardable`) beside the parser from now
+        on; the states track the others."""
+        self.gnames, self.full, self.end_masks = names, full, {}
         # its own budget (fixed: one grammar per schema) for the names still in states; none needs none
         self.edge_budget = None if names == self.required else MAX_ANY_ORDER_EDGES_EACH
         self.bits = {self.b.key_symbol(n): j for j, n in enumerate(n for n in self.G if n in names)}
@@ -1026,7 +1155,13 @@ class _ObjectProduct(_Product):
         if names:
             self.guard(names)
             return
-        self.gnames, self.bits = frozenset(), {}
+        if not self.full_tried:
+            self.full_tried = True
+            names = self.full_guardable()
+            if names:
+                self.guard(names, full=True)
+                return
+        self.gnames, self.bits, self.full = frozenset(), {}, False
         warnings.warn(f"JSON Schema object at {ptr or '#'!r}: its {len(self.G)} properties ({len(self.required)} "
                       f"required) in any order take over the {self.edge_budget} moves between parser states it may "
                       "take; this object keeps its declared property order", SchemaOrderWarning, stacklevel=2)
@@ -1053,12 +1188,29 @@ class _ObjectProduct(_Product):
             return ()
         if label is not True and not any(label):
             raise _GuardUnsound
+        if self.full:  # each end checks its own names (end_check)
+            return ()
         if not self._close:  # one for all the product's labels
+            self._close = self._check(((1 << len(self.bits)) - 1,))
+        return self._close
+
+    def end_check(self, k: int) -> tuple:
+        """Full guard: the empty rule ending the member list at end state k, checking the guarded names
+        its label needs (end_masks)."""
+        return self._check(self.end_masks.get(k, ())) if self.full else ()
+
+    def _check(self, masks: tuple[int, ...]) -> tuple:
+        """An empty rule whose reduction checks the innermost object has seen every name of one of `masks`
+        (guard bits; none: no rule)."""
+        if not masks:
+            return ()
+        got = self._checks.get(masks)
+        if got is None:
             gc = self.b.fresh("gc")
             self.b.rule(gc)
-            self.b.guards[gc] = -len(self.bits)
-            self._close = (gc,)
-        return self._close
+            self.b.guards[gc] = -1 - self.b.checks.setdefault(masks, len(self.b.checks))
+            got = self._checks[masks] = (gc,)
+        return got
 
     # values a leaf asks of a property ----------------------------------------------------
     def declared(self, i: int, n: str) -> Sub:
@@ -1140,7 +1292,9 @@ class _ObjectProduct(_Product):
 
         def add(key, wants, nxt):
             for val, hold in self.split(wants, failed):
-                out.append(((key, val), (nxt, c2, failed | (frozenset(alive) - hold))))
+                f2 = failed | (frozenset(alive) - hold)
+                # in any order, names no live leaf requires are forgotten (failed leaves stay failed)
+                out.append(((key, val), (nxt & self.needed(f2) if self.any_order and nxt else nxt, c2, f2)))
 
         if self.any_order:
             names = [(n, at | {n} if n in self.required and n not in self.gnames else at) for n in self.G]
@@ -1154,6 +1308,13 @@ class _ObjectProduct(_Product):
             for inc, key, ok in self._other_keys(alive):
                 add(key, [(i, self.extra(i, None, inc) if self.fits(i, c) and i in ok else None) for i in alive], at)
         return out
+
+    def needed(self, failed: frozenset) -> frozenset:
+        """The required names some leaf not in `failed` requires (the only ones a state must remember)."""
+        got = self._needed.get(failed)
+        if got is None:
+            got = self._needed[failed] = frozenset(n for i in self.members if i not in failed for n in self.req[i])
+        return got
 
     def name_ok(self, i: int, key: tuple) -> bool:
         """Leaf i's propertyNames admit the key symbol's atoms (all of them: a name's symbol has one)."""

@@ -461,6 +461,36 @@ def test_full_guards_check_per_end_the_names_its_label_needs(vocab, monkeypatch,
     assert verdicts == {True, False}
 
 
+def test_a_guard_that_would_leave_a_dead_end_is_not_kept(monkeypatch):
+    """A guarded product takes its guarded names as seen, so a state may look live only because a name it
+    has not seen is taken as there: here, once m fails the first branch, only the second can hold, and it
+    refuses the required n. Such a name is tracked in states instead (the liveness check), so masks admit
+    no dead end: after `{"m":3` the comma is refused (digits are not: 35 passes), as the grammar that
+    tracks every name in states does."""
+    from cad_outlines.engine.frontend.json_schema import grammar as G
+
+    base = [f"b{i}" for i in range(6)]
+    schema = {"type": "object", "properties": {**{k: {"type": "integer"} for k in base}, "n": {"type": "integer"},
+                                               "m": {"type": "integer"}},
+              "required": [*base, "n"], "anyOf": [{"properties": {"m": {"minimum": 5}}}, {"properties": {"n": False}}]}
+    sg = G.build_grammar(schema, property_order="any")
+    assert sorted(set(sg.guards.values())) == [-1, *range(1, 7)] and sg.checks == ((2 ** 6 - 1,),)  # not n
+    vocab = Vocabulary.of_bytes()
+    guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
+    with monkeypatch.context() as mp:
+        mp.setattr(G, "GUARD_FROM", 99)
+        states = compile_json_schema({"title": "states", **schema}, vocab, cache=False, property_order="any",
+                                     whitespace="compact")
+    for g in (guarded, states):
+        assert Matcher(g).validate(list(b'{"m":3,')) == 6
+        assert Matcher(g).validate(list(b'{"m":35,')) == 8
+        m = Matcher(g)
+        text = json.dumps({"m": 35, "n": 1, **{k: 0 for k in base}}, separators=(",", ":")).encode()
+        assert m.validate(list(text)) == len(text)
+        m.advance_many(list(text))
+        assert m.is_accepting()
+
+
 def test_full_guards_refuse_what_no_set_of_names_decides(monkeypatch):
     """A oneOf whose branches differ only in the names they require (no value tells them apart): adding the
     other branch's names makes the object invalid, which no close check can see, so the object is not

@@ -460,7 +460,7 @@ def _progress_bar():
 _SCHEMAS: dict[str, CompiledGrammar] = {}  # in-process: content key -> compiled (most recent last)
 _SCHEMAS_LOCK = threading.Lock()
 _SCHEMAS_KEPT = 256
-SCHEMA_VERSION = "7"  # bump whenever the JSON Schema front end's grammar for a schema changes
+SCHEMA_VERSION = "8"  # bump whenever the JSON Schema front end's grammar for a schema changes
 
 
 def load_schema(schema) -> object:
@@ -560,6 +560,7 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
     import json
 
     from .frontend.json_schema import build_grammar
+    from .frontend.json_schema.grammar import GUARD_FROM, GUARD_FROM_LAZY
 
     with enforcing(limits), _no_cyclic_gc():
         schema = load_schema(schema)
@@ -592,8 +593,9 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             from .store.flat_grammar import dfa_automaton_arrays
             from .store.lexer import lexer_spec_from_dfas
 
+            # (a lazy store reads no rule analysis: its objects are guarded from one required name on)
             build = functools.partial(build_grammar, schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
-                                      property_order=property_order)
+                                      property_order=property_order, guard_from=GUARD_FROM_LAZY if lazy else GUARD_FROM)
             with prof.phase("lark load"):  # the schema's rules, written directly
                 with warnings.catch_warnings(record=True) as warned:
                     warnings.simplefilter("always")

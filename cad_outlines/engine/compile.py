@@ -593,26 +593,25 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
             from .store.flat_grammar import dfa_automaton_arrays
             from .store.lexer import lexer_spec_from_dfas
 
-            # (a lazy store reads no rule analysis: its objects are guarded from one required name on)
             build = functools.partial(build_grammar, schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
-                                      property_order=property_order, guard_from=GUARD_FROM_LAZY if lazy else GUARD_FROM)
-            with prof.phase("lark load"):  # the schema's rules, written directly
-                with warnings.catch_warnings(record=True) as warned:
-                    warnings.simplefilter("always")
-                    sg = build()
-            try:
-                with prof.phase("parse tables"):
-                    tables = _schema_tables(sg)
-            except (SchemaError, GrammarCompileError):
-                if not sg.guards:
-                    raise
-                # a guarded object's rules admit more than it, so an alternative beside it may now overlap
-                # it (LALR conflicts): the schema is built again without guards
-                with prof.phase("lark load"):
-                    warned = ()
-                    sg = build(guards=False)
-                with prof.phase("parse tables"):
-                    tables = _schema_tables(sg)
+                                      property_order=property_order)
+            # a lazy store reads no rule analysis: its objects are guarded from one required name on. A guarded
+            # object's rules admit more than it, so an alternative beside it may overlap it (LALR conflicts):
+            # the schema is then built again guarding fewer objects (from GUARD_FROM names), then none
+            tries = [{"guard_from": GUARD_FROM_LAZY}] if lazy and GUARD_FROM_LAZY < GUARD_FROM else []
+            tries += [{"guard_from": GUARD_FROM}, {"guards": False}]
+            for k, options in enumerate(tries):  # (each build's warnings are kept until one stands)
+                with prof.phase("lark load"):  # the schema's rules, written directly
+                    with warnings.catch_warnings(record=True) as warned:
+                        warnings.simplefilter("always")
+                        sg = build(**options)
+                try:
+                    with prof.phase("parse tables"):
+                        tables = _schema_tables(sg)
+                    break
+                except (SchemaError, GrammarCompileError):
+                    if not sg.guards or k == len(tries) - 1:
+                        raise
             for w in warned:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             spec = lexer = None

@@ -558,7 +558,8 @@ def test_full_guards_refuse_what_no_set_of_names_decides(monkeypatch):
 def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_guards(vocab):
     """Where a property's value is split into "X holds" and "X fails", a guarded X (its rules admit objects
     missing names) overlaps the other region: LALR conflicts, so compile_json_schema builds the schema again
-    without guards (X's required names then in parser states). Objects that must hold with GUARD_FROM or more
+    guarding fewer objects (a lazy compile guards from GUARD_FROM_LAZY names, then GUARD_FROM), then without
+    guards (X's required names then in parser states). Objects that must hold with GUARD_FROM or more
     required names are guarded at once, the others only past the budget."""
     from cad_outlines.engine.compile_profile import CompileProfile
     from cad_outlines.engine.frontend.json_schema import grammar as G
@@ -573,11 +574,36 @@ def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_gua
     assert G.build_grammar(schema, property_order="any").guards
     prof = CompileProfile(memory=False)
     g = compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof)
+    assert [p.name for p in prof.phases].count("lark load") == 3  # (lazy: from 1 name, from 6, none)
+    prof = CompileProfile(memory=False)
+    compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof, lazy=False)
     assert [p.name for p in prof.phases].count("lark load") == 2
     full = ", ".join(f'"{k}": 1' for k in reversed(names))
     assert accepts(g, vocab, '{"p": {' + full + "}}")
     assert not accepts(g, vocab, '{"p": {' + full.replace('"a": 1', '"g": 1') + "}}")
     assert accepts(g, vocab, '{"p": {' + full.replace('"a": 1', '"g": 1') + '}, "q": null}')
+
+
+def test_a_small_guarded_object_that_overlaps_an_alternative_leaves_the_big_ones_guarded(vocab):
+    """A lazy compile guards an object from one required name, and a small object guarded that way may
+    overlap an alternative beside it: the schema is then built again guarding from GUARD_FROM names, so a
+    big object elsewhere keeps its guard (not built a third time, without any)."""
+    from cad_outlines.engine.compile_profile import CompileProfile
+
+    names = list("abcdef")
+    big = {"type": "object", "properties": {k: {"type": "integer"} for k in names}, "required": names}
+    x = {"type": "object", "properties": {"u": {"type": "integer"}, "w": {"type": "integer"}}, "required": ["u"]}
+    schema = {"type": "object", "required": ["big", "s"], "properties": {"big": big, "s": {"anyOf": [
+        {"type": "object", "properties": {"p": x}, "required": ["p"]},
+        {"type": "object", "properties": {"q": {"type": "null"}}, "required": ["q"]}]}}}
+    prof = CompileProfile(memory=False)
+    g = compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof)
+    assert [p.name for p in prof.phases].count("lark load") == 2
+    assert sorted(set(g.flat.arrays["p_rule_guard"].tolist())) == [-1, 0, *range(1, 7)]  # big's six names
+    value = {"s": {"p": {"w": 1, "u": 2}}, "big": {k: 1 for k in reversed(names)}}
+    assert accepts(g, vocab, json.dumps(value))
+    assert not accepts(g, vocab, json.dumps({**value, "s": {"p": {"w": 1}}}))
+    assert accepts(g, vocab, json.dumps({**value, "s": {"p": {"w": 1}, "q": None}}))
 
 
 def test_any_property_order_keeps_the_declared_order_of_objects_it_cannot_guard(vocab):

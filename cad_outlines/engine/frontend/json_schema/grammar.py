@@ -981,6 +981,7 @@ class _ObjectProduct(_Product):
         self.full = False  # guarding every required name it can, each end checking its own (end_masks)
         self.full_tried = False
         self.full_tries = 0  # _end_masks runs
+        self.guard_budget = 0  # the moves a guarded product's states may take (guard)
         self.end_masks: dict[int, tuple[int, ...]] = {}  # full: end state -> the guard bit masks its close
         # needs one of
         self._checks: dict[tuple[int, ...], tuple] = {}  # close check rules by masks
@@ -992,7 +993,7 @@ class _ObjectProduct(_Product):
             if len(self.required) >= self.b.guard_from and self.t is not None:  # (a labelled one: past the budget only)
                 names = self.guardable()
                 if names:
-                    self.guard(names)
+                    self.guard(names, budget=self.base_budget)  # (what it had unguarded)
 
     def explore(self) -> None:
         super().explore()
@@ -1145,12 +1146,14 @@ class _ObjectProduct(_Product):
     def guarded(self) -> bool:
         return bool(self.gnames)
 
-    def guard(self, names: frozenset[str], full: bool = False) -> None:
+    def guard(self, names: frozenset[str], full: bool = False, budget: int | None = None) -> None:
         """Check `names` (:meth:`guardable`, or `full`: :meth:`full_guardable`) beside the parser from now
-        on; the states track the others."""
+        on; the states track the others, within `budget` moves (None: the one it had when first guarded;
+        past the budget, its own: MAX_ANY_ORDER_EDGES_EACH, fixed: one grammar per schema)."""
         self.gnames, self.full, self.end_masks = names, full, {}
-        # its own budget (fixed: one grammar per schema) for the names still in states; none needs none
-        self.edge_budget = None if names == self.required else MAX_ANY_ORDER_EDGES_EACH
+        if budget is not None or not self.guard_budget:
+            self.guard_budget = budget if budget is not None else MAX_ANY_ORDER_EDGES_EACH
+        self.edge_budget = None if names == self.required else self.guard_budget  # (none in states: none)
         self.bits = {self.b.key_symbol(n): j for j, n in enumerate(n for n in self.G if n in names)}
 
     def over_budget(self) -> None:

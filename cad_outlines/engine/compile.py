@@ -560,7 +560,6 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
     import json
 
     from .frontend.json_schema import build_grammar
-    from .frontend.json_schema.grammar import GUARD_FROM, GUARD_FROM_LAZY
 
     with enforcing(limits), _no_cyclic_gc():
         schema = load_schema(schema)
@@ -595,11 +594,9 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
 
             build = functools.partial(build_grammar, schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
                                       property_order=property_order)
-            # a lazy store reads no rule analysis: its objects are guarded from one required name on. A guarded
-            # object's rules admit more than it, so an alternative beside it may overlap it (LALR conflicts):
-            # the schema is then built again guarding fewer objects (from GUARD_FROM names), then none
-            tries = [{"guard_from": GUARD_FROM_LAZY}] if lazy and GUARD_FROM_LAZY < GUARD_FROM else []
-            tries += [{"guard_from": GUARD_FROM}, {"guards": False}]
+            # a guarded object's rules admit more than it, so an alternative beside it may overlap it (LALR
+            # conflicts): the schema is then built again without guards
+            tries = ({}, {"guards": False})
             for k, options in enumerate(tries):  # (each build's warnings are kept until one stands)
                 with prof.phase("lark load"):  # the schema's rules, written directly
                     with warnings.catch_warnings(record=True) as warned:

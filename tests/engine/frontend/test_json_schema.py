@@ -368,7 +368,6 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
     guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     with monkeypatch.context() as mp:
         mp.setattr(G, "GUARD_FROM", 99)
-        mp.setattr(G, "GUARD_FROM_LAZY", 99)
         mp.setattr(G, "MAX_ANY_ORDER_EDGES", 10**6)
         assert not G.build_grammar(schema, property_order="any").guards
         states = compile_json_schema({"title": "states", **schema}, vocab, cache=False, property_order="any",
@@ -437,59 +436,13 @@ def test_full_guards_check_per_end_the_names_its_label_needs(vocab, monkeypatch,
             assert sg.checks == checks
         guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     assert not G.build_grammar(schema, property_order="any").guards  # (it fits the budget: every name in states)
-    with monkeypatch.context() as mp:
-        mp.setattr(G, "GUARD_FROM_LAZY", 99)  # (a lazy compile guards an object that must hold at once)
-        states = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
+    states = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     rnd = random.Random(5)
     verdicts = set()
     for _ in range(150):
         full = {k: rnd.choice(["p", "q", "r"]) if k == "kind" else "s" if k == "n" else rnd.randint(0, 9)
                 for k in names}
         keys = [k for k in full if rnd.random() < 0.6]
-        rnd.shuffle(keys)
-        value = {k: full[k] for k in keys}
-        m1, m2 = Matcher(states), Matcher(guarded)
-        accepted = True
-        for t in encode(vocab, json.dumps(value, separators=(",", ":")).encode()):
-            a = m1.allowed_mask()
-            assert (a == m2.allowed_mask()).all(), value
-            if not a[t]:
-                accepted = False
-                break
-            m1.advance(t)
-            m2.advance(t)
-        accepted = accepted and m1.is_accepting() == m2.is_accepting() is True
-        assert accepted == valid(schema, value), value
-        verdicts.add(accepted)
-    assert verdicts == {True, False}
-
-
-def test_a_lazy_compile_guards_objects_from_one_required_name(vocab, monkeypatch):
-    """A lazy store reads no analysis of the rules, so its objects that must hold are guarded from one
-    required name on (GUARD_FROM_LAZY: 2**r states fewer, a faster first mask); an eager one from
-    GUARD_FROM (its store is streamlined). Masks equal those of the all-states grammar at every prefix of
-    random texts, nested objects too."""
-    import random
-
-    from cad_outlines.engine.frontend.json_schema import grammar as G
-
-    inner = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string"}}, "required": ["x"]}
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": inner, "c": {"type": "boolean"}},
-              "required": ["a", "b"]}
-    assert not G.build_grammar(schema, property_order="any").guards
-    assert sorted(G.build_grammar(schema, property_order="any", guard_from=G.GUARD_FROM_LAZY).guards.values()) \
-        == [-2, -1, 1, 1, 2]  # (two closes, and "b"'s member written once per way its value ends: none here)
-    guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
-    with monkeypatch.context() as mp:
-        mp.setattr(G, "GUARD_FROM_LAZY", 99)
-        states = compile_json_schema({"title": "states", **schema}, vocab, cache=False, property_order="any",
-                                     whitespace="compact")
-    rnd = random.Random(7)
-    verdicts = set()
-    for _ in range(100):
-        b = {k: v for k, v in (("x", rnd.randint(0, 9)), ("y", "s")) if rnd.random() < 0.7}
-        full = {"a": rnd.randint(0, 9), "b": b, "c": True}
-        keys = [k for k in full if rnd.random() < 0.75]
         rnd.shuffle(keys)
         value = {k: full[k] for k in keys}
         m1, m2 = Matcher(states), Matcher(guarded)
@@ -526,7 +479,6 @@ def test_a_guard_that_would_leave_a_dead_end_is_not_kept(monkeypatch):
     guarded = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     with monkeypatch.context() as mp:
         mp.setattr(G, "GUARD_FROM", 99)
-        mp.setattr(G, "GUARD_FROM_LAZY", 99)
         states = compile_json_schema({"title": "states", **schema}, vocab, cache=False, property_order="any",
                                      whitespace="compact")
     for g in (guarded, states):
@@ -558,8 +510,7 @@ def test_full_guards_refuse_what_no_set_of_names_decides(monkeypatch):
 def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_guards(vocab):
     """Where a property's value is split into "X holds" and "X fails", a guarded X (its rules admit objects
     missing names) overlaps the other region: LALR conflicts, so compile_json_schema builds the schema again
-    guarding fewer objects (a lazy compile guards from GUARD_FROM_LAZY names, then GUARD_FROM), then without
-    guards (X's required names then in parser states). Objects that must hold with GUARD_FROM or more
+    without guards (X's required names then in parser states). Objects that must hold with GUARD_FROM or more
     required names are guarded at once, the others only past the budget."""
     from cad_outlines.engine.compile_profile import CompileProfile
     from cad_outlines.engine.frontend.json_schema import grammar as G
@@ -574,36 +525,11 @@ def test_guarded_objects_that_overlap_an_alternative_are_built_again_without_gua
     assert G.build_grammar(schema, property_order="any").guards
     prof = CompileProfile(memory=False)
     g = compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof)
-    assert [p.name for p in prof.phases].count("lark load") == 3  # (lazy: from 1 name, from 6, none)
-    prof = CompileProfile(memory=False)
-    compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof, lazy=False)
     assert [p.name for p in prof.phases].count("lark load") == 2
     full = ", ".join(f'"{k}": 1' for k in reversed(names))
     assert accepts(g, vocab, '{"p": {' + full + "}}")
     assert not accepts(g, vocab, '{"p": {' + full.replace('"a": 1', '"g": 1') + "}}")
     assert accepts(g, vocab, '{"p": {' + full.replace('"a": 1', '"g": 1') + '}, "q": null}')
-
-
-def test_a_small_guarded_object_that_overlaps_an_alternative_leaves_the_big_ones_guarded(vocab):
-    """A lazy compile guards an object from one required name, and a small object guarded that way may
-    overlap an alternative beside it: the schema is then built again guarding from GUARD_FROM names, so a
-    big object elsewhere keeps its guard (not built a third time, without any)."""
-    from cad_outlines.engine.compile_profile import CompileProfile
-
-    names = list("abcdef")
-    big = {"type": "object", "properties": {k: {"type": "integer"} for k in names}, "required": names}
-    x = {"type": "object", "properties": {"u": {"type": "integer"}, "w": {"type": "integer"}}, "required": ["u"]}
-    schema = {"type": "object", "required": ["big", "s"], "properties": {"big": big, "s": {"anyOf": [
-        {"type": "object", "properties": {"p": x}, "required": ["p"]},
-        {"type": "object", "properties": {"q": {"type": "null"}}, "required": ["q"]}]}}}
-    prof = CompileProfile(memory=False)
-    g = compile_json_schema(schema, vocab, cache=False, property_order="any", profile=prof)
-    assert [p.name for p in prof.phases].count("lark load") == 2
-    assert sorted(set(g.flat.arrays["p_rule_guard"].tolist())) == [-1, 0, *range(1, 7)]  # big's six names
-    value = {"s": {"p": {"w": 1, "u": 2}}, "big": {k: 1 for k in reversed(names)}}
-    assert accepts(g, vocab, json.dumps(value))
-    assert not accepts(g, vocab, json.dumps({**value, "s": {"p": {"w": 1}}}))
-    assert accepts(g, vocab, json.dumps({**value, "s": {"p": {"w": 1}, "q": None}}))
 
 
 def test_any_property_order_keeps_the_declared_order_of_objects_it_cannot_guard(vocab):
@@ -1001,7 +927,6 @@ def test_any_property_order_over_its_rule_budget_builds_again_with_a_budget_per_
     from cad_outlines.engine.frontend.json_schema import grammar as G
 
     monkeypatch.setattr(G, "GUARD_FROM", 99)  # (10 required names are guarded at once otherwise)
-    monkeypatch.setattr(G, "GUARD_FROM_LAZY", 99)
     names = [f"p{i}" for i in range(10)]  # 2**10 required subsets x 11 names: within 16,384, over 4,096
     schema = {"type": "object", "properties": {"small": {"type": "object", "properties": {"x": {}, "y": {}},
                                                          "required": ["x", "y"]},

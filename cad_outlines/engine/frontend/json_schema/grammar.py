@@ -77,9 +77,6 @@ MAX_ANY_ORDER_RULES = 40_000
 MAX_ANY_ORDER_EDGES_EACH = 4096
 PROPERTY_ORDERS = ("declared", "any")
 GUARD_FROM = 6  # in any order, an object with this many required names is guarded at once (where it can be)
-# A lazy compile guards from 1 (compile_json_schema): smaller grammars, a faster first mask; an eager one from
-# GUARD_FROM, so that its store can be streamlined (the analyses read the rules alone)
-GUARD_FROM_LAZY = 1
 
 
 class SchemaOrderWarning(UserWarning):
@@ -259,10 +256,9 @@ def _literal_basic(v, ptr: str) -> Basic:
 class _Builder:
     def __init__(self, doc: SchemaDoc, ws: str, property_order: str = "declared",
                  any_order_budget: int | None = MAX_ANY_ORDER_EDGES, guards: bool = True,
-                 labelled_guards: bool = True, guard_from: int | None = None):
+                 labelled_guards: bool = True):
         self.doc = doc
         self.allow_guards = guards
-        self.guard_from = GUARD_FROM if guard_from is None else guard_from  # (required names) guarded at once
         self.labelled_guards = labelled_guards  # False after _GuardUnsound: guards for objects that must hold only
         self.ws = ws
         self.any_order = property_order == "any"
@@ -990,7 +986,7 @@ class _ObjectProduct(_Product):
             self.own = False  # no order to read in: one merged state for every leaf
             left = self.b.any_order_left  # what the schema's other objects left of MAX_ANY_ORDER_EDGES
             self.edge_budget = self.base_budget = MAX_ANY_ORDER_EDGES_EACH if left is None else left
-            if len(self.required) >= self.b.guard_from and self.t is not None:  # (a labelled one: past the budget only)
+            if len(self.required) >= GUARD_FROM and self.t is not None:  # (a labelled one: past the budget only)
                 names = self.guardable()
                 if names:
                     self.guard(names, budget=self.base_budget)  # (what it had unguarded)
@@ -1492,8 +1488,8 @@ class _TooManyRules(Exception):
 
 
 def _build(doc: SchemaDoc, ws: str, property_order: str, root: Sub, any_order_budget: int | None,
-           guards: bool, labelled_guards: bool = True, guard_from: int | None = None) -> SchemaGrammar:
-    b = _Builder(doc, ws, property_order, any_order_budget, guards, labelled_guards, guard_from)
+           guards: bool, labelled_guards: bool = True) -> SchemaGrammar:
+    b = _Builder(doc, ws, property_order, any_order_budget, guards, labelled_guards)
     b.collect(root)
     top = b.value(root)
     if top is None:
@@ -1547,15 +1543,14 @@ def _search(pattern: str, s: str) -> bool:
 
 
 def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool = False,
-                  property_order: str = "declared", guards: bool = True,
-                  guard_from: int | None = None) -> SchemaGrammar:
+                  property_order: str = "declared", guards: bool = True) -> SchemaGrammar:
     """The grammar of a JSON Schema (a dict or bool). `whitespace`: "outlines" (an optional space
     around punctuation, as Outlines), "flexible" (any JSON whitespace, as llguidance), "compact"
     (none), or a regex for the whitespace at each place JSON allows it. `property_order`:
     "declared" (an object's declared properties in schema order, as Outlines and llguidance) or
     "any" (:class:`_ObjectProduct`). `guards`: objects' required names may be checked beside the parser
     (:class:`~cad_outlines.engine.frontend.parse_tables.ObjectGuards`), an object that must hold at once from
-    `guard_from` required names (None: GUARD_FROM), any past the budget."""
+    GUARD_FROM required names, any past the budget."""
     if property_order not in PROPERTY_ORDERS:
         raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, not {property_order!r}")
     ws = WHITESPACE.get(whitespace, whitespace)
@@ -1566,14 +1561,14 @@ def build_grammar(schema, *, whitespace: str = "outlines", coerce_one_of: bool =
             warnings.simplefilter("always", SchemaOrderWarning)
             def attempt(labelled: bool) -> SchemaGrammar:
                 try:
-                    return _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards, labelled, guard_from)
+                    return _build(doc, ws, property_order, root, MAX_ANY_ORDER_EDGES, guards, labelled)
                 except (_TooManyRules, SchemaError) as e:
                     # too many rules, or merged any-order states that split a value too finely ("anyOf"): each
                     # object then gets its own smaller budget (others' keyword errors come again, as they were)
                     if isinstance(e, SchemaError) and (property_order != "any" or e.keyword != "anyOf"):
                         raise
                     warned.clear()  # (of the first build)
-                    return _build(doc, ws, property_order, root, None, guards, labelled, guard_from)
+                    return _build(doc, ws, property_order, root, None, guards, labelled)
 
             try:
                 out = attempt(True)

@@ -1093,6 +1093,8 @@ class _ObjectProduct(_Product):
                 got = frozenset().union(*(g for j, g in enumerate(groups) if pick >> j & 1))
                 if got not in verdicts:
                     verdicts[got] = self.label({i for i, g in live if g <= got})
+                if not pick & 255:
+                    check_deadline("a JSON Schema object's close checks")
             if not (lab is True or (lab is not None and any(lab))):  # no true form: none may have one
                 if any(v != lab for v in verdicts.values()):
                     fails(groups)

@@ -336,6 +336,27 @@ def test_guarded_objects_give_the_masks_of_their_required_name_states(vocab, mon
     assert positions > 1000
 
 
+def _same_masks(states, guarded, vocab, schema, values) -> set[bool]:
+    """Teacher-force each value (compact JSON) through two grammars of `schema`: their masks are equal at
+    every prefix and the verdict is jsonschema's. Returns the verdicts seen."""
+    verdicts = set()
+    for value in values:
+        m1, m2 = Matcher(states), Matcher(guarded)
+        accepted = True
+        for t in encode(vocab, json.dumps(value, separators=(",", ":")).encode()):
+            a = m1.allowed_mask()
+            assert (a == m2.allowed_mask()).all(), value
+            if not a[t]:
+                accepted = False
+                break
+            m1.advance(t)
+            m2.advance(t)
+        accepted = accepted and m1.is_accepting() == m2.is_accepting() is True
+        assert accepted == valid(schema, value), value
+        verdicts.add(accepted)
+    return verdicts
+
+
 def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(vocab, monkeypatch):
     """A oneOf object is read by a labelled product over its leaves (the base and each branch). The names
     only the base requires are guarded (the base failing fails the oneOf: every label written has it
@@ -373,26 +394,13 @@ def test_guarded_names_of_a_oneof_object_are_those_of_a_leaf_every_branch_needs(
         states = compile_json_schema({"title": "states", **schema}, vocab, cache=False, property_order="any",
                                      whitespace="compact")
     rnd = random.Random(3)
-    verdicts = set()
+    values = []
     for _ in range(80):
         full = {**{k: rnd.randint(0, 9) for k in base}, "kind": rnd.choice(["a", "b", "c"]), "x": "s", "y": 1}
         keys = [k for k in full if rnd.random() < 0.85]
         rnd.shuffle(keys)
-        value = {k: full[k] for k in keys}
-        m1, m2 = Matcher(states), Matcher(guarded)
-        accepted = True
-        for t in encode(vocab, json.dumps(value, separators=(",", ":")).encode()):
-            a = m1.allowed_mask()
-            assert (a == m2.allowed_mask()).all(), value
-            if not a[t]:
-                accepted = False
-                break
-            m1.advance(t)
-            m2.advance(t)
-        accepted = accepted and m1.is_accepting() == m2.is_accepting() is True
-        assert accepted == valid(schema, value), value
-        verdicts.add(accepted)
-    assert verdicts == {True, False}
+        values.append({k: full[k] for k in keys})
+    assert _same_masks(states, guarded, vocab, schema, values) == {True, False}
 
 
 _FULL_GUARD_CASES = {
@@ -438,27 +446,14 @@ def test_full_guards_check_per_end_the_names_its_label_needs(vocab, monkeypatch,
     assert not G.build_grammar(schema, property_order="any").guards  # (it fits the budget: every name in states)
     states = compile_json_schema(schema, vocab, cache=False, property_order="any", whitespace="compact")
     rnd = random.Random(5)
-    verdicts = set()
+    values = []
     for _ in range(150):
         full = {k: rnd.choice(["p", "q", "r"]) if k == "kind" else "s" if k == "n" else rnd.randint(0, 9)
                 for k in names}
         keys = [k for k in full if rnd.random() < 0.6]
         rnd.shuffle(keys)
-        value = {k: full[k] for k in keys}
-        m1, m2 = Matcher(states), Matcher(guarded)
-        accepted = True
-        for t in encode(vocab, json.dumps(value, separators=(",", ":")).encode()):
-            a = m1.allowed_mask()
-            assert (a == m2.allowed_mask()).all(), value
-            if not a[t]:
-                accepted = False
-                break
-            m1.advance(t)
-            m2.advance(t)
-        accepted = accepted and m1.is_accepting() == m2.is_accepting() is True
-        assert accepted == valid(schema, value), value
-        verdicts.add(accepted)
-    assert verdicts == {True, False}
+        values.append({k: full[k] for k in keys})
+    assert _same_masks(states, guarded, vocab, schema, values) == {True, False}
 
 
 def test_a_guard_that_would_leave_a_dead_end_is_not_kept(monkeypatch):

@@ -791,6 +791,7 @@ class _Product:
         self.empty: object = None  # the label of the empty object/array (None: not admitted)
         self.made: dict = {}
         self._splits: dict = {}  # split() results
+        self._back: dict[int, list[int]] | None = None
 
     def label(self, holding) -> object:
         if self.t is not None:
@@ -824,6 +825,7 @@ class _Product:
         again (one frame for all of it: products nest as deep as the schema)."""
         while True:
             self.ids, self.states, self.edges, self.skip_edges, self.ends = {}, [], [], [], {}
+            self._back = None  # live()'s reverse edges, once asked
             start = self.start()
             self.empty = self.empty_label(start)
             self.sid(start)
@@ -862,18 +864,7 @@ class _Product:
         """The nonterminal of the values ending with `label` (None: none)."""
         if label in self.made:
             return self.made[label]
-        good = {k for k, lab in self.ends.items() if lab == label}
-        back: dict[int, list[int]] = {}
-        for a, _, c in self.edges:
-            back.setdefault(c, []).append(a)
-        for a, c in self.skip_edges:
-            back.setdefault(c, []).append(a)
-        todo = list(good)
-        while todo:
-            for a in back.get(todo.pop(), ()):
-                if a not in good:
-                    good.add(a)
-                    todo.append(a)
+        good = self.live(label)
         if 0 not in good and self.empty != label:
             self.made[label] = None
             return None
@@ -897,6 +888,23 @@ class _Product:
                 b.rule(f"{first}{a}", f"{first}{c}")
                 b.rule(f"{rest}{a}", f"{rest}{c}")
         return name
+
+    def live(self, label) -> set[int]:
+        """The states from which the member list can end with `label` (edges and skips followed back)."""
+        if self._back is None:
+            self._back = {}
+            for a, _, c in self.edges:
+                self._back.setdefault(c, []).append(a)
+            for a, c in self.skip_edges:
+                self._back.setdefault(c, []).append(a)
+        good = {k for k, lab in self.ends.items() if lab == label}
+        todo = list(good)
+        while todo:
+            for a in self._back.get(todo.pop(), ()):
+                if a not in good:
+                    good.add(a)
+                    todo.append(a)
+        return good
 
     def member(self, syms: tuple) -> tuple:
         """The symbols :meth:`emit` writes for a member (a move's symbols)."""
@@ -999,18 +1007,22 @@ class _ObjectProduct(_Product):
     def over_budget_at_once(self) -> bool:  # (with one leaf already: not explored)
         return 2 ** len(self.required - self.gnames) * len(self.G) > self.edge_budget
 
+    def may_guard(self) -> bool:
+        """Guards are allowed (not after _GuardUnsound for a labelled product), and the object has no
+        maxProperties (an added name must not use up the room) and, with a target, asks every form to hold."""
+        if not self.b.allow_guards or not self.members or (self.t is None and not self.b.labelled_guards):
+            return False
+        if any(self.lf[i].b.max_props is not None for i in self.members):
+            return False
+        return self.t is None or all(self.t.vec)
+
     def guardable(self) -> frozenset[str]:
         """The required names the parser may check (ObjectGuards; empty: none), at most 31 (a frame's
         bits): those *necessary* to every form: with the leaves requiring n failing, every form is false,
         so an object missing n has no label with a true form (the only ones a guarded product writes) and
         the close may refuse it. Whether an open object can always add the guarded names it lacks and still
-        end as its state says is checked once the product is explored (:meth:`settled`). Needs no
-        maxProperties (an added name must not use up the room)."""
-        if not self.b.allow_guards or not self.members or (self.t is None and not self.b.labelled_guards):
-            return frozenset()
-        if any(self.lf[i].b.max_props is not None for i in self.members):
-            return frozenset()
-        if self.t is not None and not all(self.t.vec):
+        end as its state says is checked once the product is explored (:meth:`settled`)."""
+        if not self.may_guard():
             return frozenset()
         forms = self.t.forms if self.t is not None else self.forms
         names = [n for n in self.G if n in self.required and n not in self.unguardable and
@@ -1044,11 +1056,7 @@ class _ObjectProduct(_Product):
         every leaf accepts, each end state checking the ones its label needs (:meth:`_end_masks`), so the
         states track only names whose values tell leaves apart (oneOf objects whose branches require names
         of their own: 2**r states otherwise)."""
-        if not self.b.allow_guards or not self.members or (self.t is None and not self.b.labelled_guards):
-            return frozenset()
-        if any(self.lf[i].b.max_props is not None for i in self.members):
-            return frozenset()
-        if self.t is not None and not all(self.t.vec):
+        if not self.may_guard():
             return frozenset()
         every, names = frozenset(self.members), []
         for n in self.G:
@@ -1113,10 +1121,8 @@ class _ObjectProduct(_Product):
         """The guarded names some live state cannot move on to a live state (live: it can end with a label
         having a true form)."""
         names = {self.b.key_symbol(n): n for n in self.gnames}
-        back: dict[int, list[int]] = {}
         on: dict[str, list[tuple[int, int]]] = {}
         for a, syms, c in self.edges:
-            back.setdefault(c, []).append(a)
             n = names.get(syms[0])
             if n is not None:
                 on.setdefault(n, []).append((a, c))
@@ -1124,13 +1130,7 @@ class _ObjectProduct(_Product):
         for label in set(self.ends.values()):
             if label is None or (label is not True and not any(label)):
                 continue
-            good = {k for k, lab in self.ends.items() if lab == label}
-            todo = list(good)
-            while todo:
-                for a in back.get(todo.pop(), ()):
-                    if a not in good:
-                        good.add(a)
-                        todo.append(a)
+            good = self.live(label)
             for n in self.gnames - dead:
                 if not good <= {a for a, c in on.get(n, ()) if c in good}:
                     dead.add(n)

@@ -594,21 +594,23 @@ def compile_json_schema(schema, vocab: Vocabulary, *, whitespace: str = "outline
 
             build = functools.partial(build_grammar, schema, whitespace=whitespace, coerce_one_of=coerce_one_of,
                                       property_order=property_order)
-            # a guarded object's rules admit more than it, so an alternative beside it may overlap it (LALR
-            # conflicts): the schema is then built again without guards
-            tries = ({}, {"guards": False})
-            for k, options in enumerate(tries):  # (each build's warnings are kept until one stands)
-                with prof.phase("lark load"):  # the schema's rules, written directly
-                    with warnings.catch_warnings(record=True) as warned:
-                        warnings.simplefilter("always")
-                        sg = build(**options)
-                try:
-                    with prof.phase("parse tables"):
-                        tables = _schema_tables(sg)
-                    break
-                except (SchemaError, GrammarCompileError):
-                    if not sg.guards or k == len(tries) - 1:
-                        raise
+            def built(**options) -> tuple:  # the schema's rules, written directly, and their warnings
+                with prof.phase("lark load"), warnings.catch_warnings(record=True) as warned:
+                    warnings.simplefilter("always")
+                    return build(**options), warned
+
+            sg, warned = built()
+            try:
+                with prof.phase("parse tables"):
+                    tables = _schema_tables(sg)
+            except (SchemaError, GrammarCompileError):
+                if not sg.guards:
+                    raise
+                # a guarded object's rules admit more than it, so an alternative beside it may overlap it
+                # (LALR conflicts): the schema is built again without guards (its warnings, not the first's)
+                sg, warned = built(guards=False)
+                with prof.phase("parse tables"):
+                    tables = _schema_tables(sg)
             for w in warned:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             spec = lexer = None

@@ -1079,7 +1079,7 @@ class _ObjectProduct(_Product):
         no true form (a label the guard never writes; asked for one, the schema is built again: closing).
         Where that fails (or an end has more than 10 distinct sets of guarded names among its leaves), the
         smallest such set is returned, to track in states instead (all of them after 8 tries)."""
-        bit = {n: j for j, n in enumerate(n for n in self.G if n in self.gnames)}
+        bit = self._name_bits()
         bad: set[str] = set()
         self.full_tries += 1
 
@@ -1152,7 +1152,11 @@ class _ObjectProduct(_Product):
         if budget is not None or not self.guard_budget:
             self.guard_budget = budget if budget is not None else MAX_ANY_ORDER_EDGES_EACH
         self.edge_budget = None if names == self.required else self.guard_budget  # (none in states: none)
-        self.bits = {self.b.key_symbol(n): j for j, n in enumerate(n for n in self.G if n in names)}
+        self.bits = {self.b.key_symbol(n): j for n, j in self._name_bits().items()}
+
+    def _name_bits(self) -> dict[str, int]:
+        """The guarded names' frame bits (in declared order)."""
+        return {n: j for j, n in enumerate(n for n in self.G if n in self.gnames)}
 
     def over_budget(self) -> None:
         ptr = self.lf[self.members[0]].b.pointer if self.members else ""

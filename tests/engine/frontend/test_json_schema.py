@@ -579,6 +579,44 @@ def test_eos_only_when_the_value_is_complete(vocab):
     assert accepts(g, vocab, "12")
 
 
+
+@pytest.mark.parametrize("schema", [
+    {"if": {"properties": {"k": {"const": False}}}, "then": {"type": "object"}},
+    {"if": {"properties": {"k": {"type": "string", "enum": ["a", 1]}}, "required": ["k"]},
+     "then": {"required": ["t"]}, "else": {"type": "object", "required": ["e"]}},
+])
+def test_if_on_one_property_holds_for_every_value_that_is_not_an_object(vocab, schema):
+    """An `if` pinning one property (read as a union: then-side with the property's values, else-side
+    without) holds for strings, numbers and arrays: they take the then side only (a fuzzer case: the
+    else side admitted `""` against `then: {type: object}`)."""
+    g = compile_json_schema(schema, vocab, cache=False, property_order="any")
+    values = ["", 1, [], None, {}, {"k": False}, {"k": 1}, {"k": "a"}, {"k": "a", "t": 0}, {"k": 1, "e": 0},
+              {"k": 1, "t": 0}, {"e": 0}, {"k": True}]
+    for v in values:
+        assert accepts(g, vocab, dump(v)) == valid(schema, v), v
+
+
+def test_exponent_spellings_a_bound_cannot_decide_are_left_out_without_dead_ends(vocab):
+    """A number class with a bound other than 0 (or multipleOf, or integer) is written without an
+    exponent, so an exponent spelling outside it may still have a value inside it: where the verdict
+    depends on that (a oneOf whose other branch takes every number), exponent spellings are not admitted
+    (3E+9 is >= 2.5: both branches would hold), and the numbers left are one terminal of their own, so no
+    prefix is admitted that only a refused number continues (`8` could only go on as 8e-1)."""
+    schema = {"oneOf": [{"properties": {"a": {}}}, {"type": "number", "minimum": 2.5}]}
+    g = compile_json_schema(schema, vocab, cache=False)
+    for text in ["3E+9", "8", "2.5", "1e-1", "2656493421e6"]:
+        assert not accepts(g, vocab, text), text
+    for text in ["1", "2.4", "-7", "0", "{}", '"x"']:
+        assert accepts(g, vocab, text) and valid(schema, json.loads(text)), text
+    m = Matcher(g)
+    ids = encode(vocab, b"8")
+    assert m.validate(ids) == 0  # `8` begins no admitted number
+    schema = {"not": {"multipleOf": 0.5}}  # (every non-number is a multiple: refused)
+    g = compile_json_schema(schema, vocab, cache=False)
+    for text, ok in [("0.3", True), ("-2.25", True), ("1.5", False), ("3E+9", False), ("15e-1", False), ('"s"', False)]:
+        assert accepts(g, vocab, text) == ok, text
+        assert valid(schema, json.loads(text)) == ok, text
+
 # -- automata against Python's own semantics -------------------------------------------------
 
 NUMBERS = st.builds(lambda s, i, f: f"{s}{i}{f}", st.sampled_from(["", "-"]),

@@ -309,11 +309,13 @@ class SchemaDoc:
         if pinned is None:  # (if and then) or (not if and else), decided by the grammar
             subs = (Sub(cond, f"{ptr}/if"), Sub(then, f"{ptr}/then"), Sub(els, f"{ptr}/else"))
             return [replace(b, checks=b.checks + (("ite", subs),)) for b in out]
-        name, values, required = pinned
-        yes = {"properties": {name: {"enum": values}}, **({"required": [name]} if required else {})}
-        no_parts = [{"properties": {name: {"not": {"enum": values}}}, "required": [name]}]
+        name, sch, required = pinned
+        # `if` holds for every value that is not an object (properties and required hold there): only an
+        # object can take the else side
+        yes = {"properties": {name: sch}, **({"required": [name]} if required else {})}
+        no_parts = [{"type": "object", "properties": {name: {"not": sch}}, "required": [name]}]
         if required:
-            no_parts.append({"not": {"required": [name]}})
+            no_parts.append({"type": "object", "not": {"required": [name]}})
         alts = self._and(out, self._normalize({"allOf": [yes, then]}, f"{ptr}/then"), ptr)
         for part in no_parts:
             alts += self._and(out, self._normalize({"allOf": [part, els]}, f"{ptr}/else"), ptr)
@@ -668,8 +670,8 @@ def _consts(s: Sub) -> set[str] | None:
     return None
 
 
-def _pinned_property(cond: Any) -> tuple[str, list, bool] | None:
-    """(name, values, required) for an `if` of the form {properties: {name: {const|enum}}, required?}."""
+def _pinned_property(cond: Any) -> tuple[str, dict, bool] | None:
+    """(name, its schema, required) for an `if` of the form {properties: {name: {const|enum, type?}}, required?}."""
     if not isinstance(cond, dict):
         return None
     keys = set(cond) - ANNOTATIONS
@@ -683,7 +685,7 @@ def _pinned_property(cond: Any) -> tuple[str, list, bool] | None:
     if not isinstance(vals, list):
         return None
     req = cond.get("required", [])
-    return name, vals, name in req
+    return name, sch, name in req
 
 
 def _tighter(a, a_s, b, b_s, pick):

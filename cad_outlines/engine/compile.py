@@ -460,7 +460,7 @@ def _progress_bar():
 _SCHEMAS: dict[str, CompiledGrammar] = {}  # in-process: content key -> compiled (most recent last)
 _SCHEMAS_LOCK = threading.Lock()
 _SCHEMAS_KEPT = 256
-SCHEMA_VERSION = "8"  # bump whenever the JSON Schema front end's grammar for a schema changes
+SCHEMA_VERSION = "9"  # bump whenever the JSON Schema front end's grammar for a schema changes
 
 
 def load_schema(schema) -> object:

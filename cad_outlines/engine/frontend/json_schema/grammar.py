@@ -63,6 +63,8 @@ __all__ = ["SchemaGrammar", "build_grammar", "WHITESPACE", "PROPERTY_ORDERS", "S
 WHITESPACE = {"outlines": "[ ]?", "flexible": r"[ \t\n\r]*", "compact": ""}
 _GENERIC = StrClass()
 _NUMBER = NumberSpec()
+_PLAIN_NUMBER = NumberSpec(plain=True)  # every number written without an exponent
+MAX_UNDECIDED = 8  # leaves an exponent spelling leaves undecided at one position (2**n verdicts tried)
 _TRUE = Sub(True, "")
 MAX_SPLIT = 10  # distinct value schemas one property's value is split by (2**n regions at most)
 MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes at most)
@@ -393,6 +395,8 @@ class _Builder:
                 self.strs.add(StrClass(values=frozenset([v])))
         for c in lf.nums:
             self.nums.add(c)
+        if any(not c.exponent_allowed for c in lf.nums):  # exponent spellings it cannot decide (splits)
+            self.nums.add(_PLAIN_NUMBER)
         if lf.is_object:
             lf.names = tuple(dict.fromkeys([n for n, _ in b.props] + list(b.required)))
             for n in lf.names:
@@ -571,10 +575,31 @@ class _Builder:
         for kind, fam, attr, universe in (("str", self.strs, "strs", _GENERIC), ("num", self.nums, "nums", _NUMBER)):
             per = self._leaf_atoms(kind, fam, attr, leaves)
             groups: dict[tuple, set[int]] = {}
+            # an exponent spelling (an atom outside the plain numbers) is out of a class written without
+            # exponents whatever its value: for the leaves with only such classes it decides nothing, so it
+            # goes where every verdict of those leaves gives one vector, or nowhere (narrower, never wider)
+            undecided: list[int] = []
+            plain, dropped = None, False
+            if kind == "num" and _PLAIN_NUMBER in fam._index:
+                plain = self._atom_set(fam, _PLAIN_NUMBER)
+                undecided = [i for i, lf in leaves if any(not c.exponent_allowed for c in lf.nums)]
             for a in self._atom_set(fam, universe):
-                groups.setdefault(vec({i for i, s in per.items() if a in s}), set()).add(a)
+                holding = {i for i, s in per.items() if a in s}
+                if plain is None or a in plain:
+                    groups.setdefault(vec(holding), set()).add(a)
+                    continue
+                open_ = [i for i in undecided if i not in holding]
+                got = {vec(holding | {i for j, i in enumerate(open_) if pick >> j & 1})
+                       for pick in range(1 << len(open_))} if len(open_) <= MAX_UNDECIDED else set()
+                if len(got) == 1:
+                    groups.setdefault(got.pop(), set()).add(a)
+                else:
+                    dropped = True
             for v, atoms in groups.items():
-                sp.scalars.setdefault(v, []).append(("atoms", kind, frozenset(atoms)))
+                # with an atom left out, the others' lexemes are one terminal of their own (whose automaton
+                # knows where they end): an atom's class may go on where only the left-out atom does
+                sp.scalars.setdefault(v, []).append(("region", kind, frozenset(atoms)) if dropped else
+                                                    ("atoms", kind, frozenset(atoms)))
         for kind, cls in (("is_object", _ObjectProduct), ("is_array", _ArrayProduct)):
             members = tuple(i for i, lf in leaves if getattr(lf, kind))
             if members:
@@ -719,6 +744,12 @@ class _Builder:
             if got is None:
                 if x[0] == "wholes":
                     alts = [names[("whole", x[1], c)] for c in x[2]]
+                elif x[0] == "region":  # atoms as one terminal, lexed alone (splits)
+                    alts = [f"WNUM{len(names)}"]
+                    names[x] = alts[0]
+                    terminals.append((alts[0], self.nums.region_dfa(x[2])))
+                    groups.append(len(groups) + 3)
+                    term_names.add(alts[0])
                 else:
                     _, kind, atoms = x
                     alts = [names[(kind, i)] for i in sorted(atoms)]

@@ -195,7 +195,7 @@ class Family:
             lo, lo_s = _tighter(a.lo, a.lo_strict, b.lo, b.lo_strict, max)
             hi, hi_s = _tighter(a.hi, a.hi_strict, b.hi, b.hi_strict, min)
             m = a.multiple if b.multiple is None else b.multiple if a.multiple is None else _lcm(a.multiple, b.multiple)
-            return NumberSpec(a.integer or b.integer, lo, lo_s, hi, hi_s, m, a.whole or b.whole)
+            return NumberSpec(a.integer or b.integer, lo, lo_s, hi, hi_s, m, a.whole or b.whole, a.plain or b.plain)
         if a.values is not None or b.values is not None:
             lit, other = (a, b) if a.values is not None else (b, a)
             return StrClass(values=frozenset(v for v in lit.values if other.contains(v)))
@@ -317,6 +317,44 @@ class Family:
                        for i in reps}
         self.order = sorted(reps, key=lambda i: (len(self.inside[i]), i))
         self.closed = True
+
+    def region_dfa(self, atoms: frozenset[int]) -> ByteDFA:
+        """The lexemes that lex as one of `atoms` (their first class, in lexing order, is one of them), as
+        one automaton of their own, trimmed: a position that admits it alone, lexed apart from the family,
+        is live exactly where some such lexeme continues the text (an atom's own class may go on where
+        every continuation lexes as an earlier class). Built as the product of the family's automata."""
+        check_deadline("a JSON Schema terminal")
+        order = [i for i in self.order]
+        dfas = [self.dfa(self.classes[i]) for i in order]
+        want = [i in atoms for i in order]
+        tables = [d.trans.tolist() for d in dfas]
+        used = sorted({b for d in dfas for b in np.flatnonzero((d.trans >= 0).any(axis=0)).tolist()})
+        cap = active_limits().max_dfa_states
+        start = tuple(0 for _ in dfas)
+        ids, states, rows, labels, blocks = {start: 0}, [start], [], [], []
+        k = 0
+        while k < len(states):
+            st = states[k]
+            row = np.full(256, -1, dtype=np.int32)
+            for b in used:
+                nxt = tuple(t[q][b] if q >= 0 else -1 for t, q in zip(tables, st))
+                if all(q < 0 for q in nxt):
+                    continue
+                got = ids.get(nxt)
+                if got is None:
+                    got = ids[nxt] = len(states)
+                    states.append(nxt)
+                    if cap is not None and len(states) > cap:
+                        check_limit("max_dfa_states", len(states), "a JSON Schema number terminal")
+                row[b] = got
+            first = next((j for j, q in enumerate(st) if q >= 0 and dfas[j].accept[q]), None)
+            rows.append(row)
+            labels.append(0 if first is not None and want[first] else -1)
+            blk = None if first is None or dfas[first].block is None else dfas[first].block[st[first]]
+            blocks.append(np.zeros(256, dtype=bool) if blk is None else blk)
+            k += 1
+        trans, lab, block = minimize_arrays(np.stack(rows), np.array(labels, dtype=np.int64), np.stack(blocks))
+        return ByteDFA(trans, lab >= 0, block)
 
     def terminal_index(self, c) -> int:
         return self.rep[self._index[c]]

@@ -39,7 +39,8 @@ class NumberSpec:
     """A set of numbers: `integer` (integral values only), bounds as exact fractions
     (``lo``/``hi``, None: unbounded; ``lo_strict``/``hi_strict``: exclusive), ``multiple``
     (multipleOf as a fraction, or None), `whole` (written without a fraction part: drafts 3 and 4, where
-    ``1.0`` is not an integer)."""
+    ``1.0`` is not an integer), `plain` (written without an exponent: the numbers whose membership in every
+    class of a family is decided by their spelling, see :meth:`exponent_allowed`)."""
 
     integer: bool = False
     lo: Fraction | None = None
@@ -48,10 +49,15 @@ class NumberSpec:
     hi_strict: bool = False
     multiple: Fraction | None = None
     whole: bool = False
+    plain: bool = False
 
     @property
     def exponent_allowed(self) -> bool:
-        return not self.integer and self.multiple is None and all(b is None or b == 0 for b in (self.lo, self.hi))
+        """Whether the set's texts include exponent spellings. Integers, bounds other than 0 and
+        ``multipleOf`` are written without one (a departure: ``1e2`` is not admitted for ``minimum: 5``),
+        so an exponent spelling outside such a class may still have a value inside it."""
+        return not self.plain and not self.integer and self.multiple is None and \
+            all(b is None or b == 0 for b in (self.lo, self.hi))
 
     def empty(self) -> bool:
         """No number is in the set (decided on the bounds alone; a DFA with no accepting state

@@ -429,6 +429,7 @@ class _Builder:
                 todo.extend(s for _, s in b.props)
                 todo.extend(s for _, s in b.pattern_props)
                 todo.extend(b.prefix)
+                todo.extend(s for s, _, _ in b.contains)
                 todo.extend(s for s in (b.additional, b.items, b.names) if s is not None)
                 if b.names is not None and "object" in b.types:
                     names.setdefault(b.names.key, b.names)
@@ -1426,20 +1427,25 @@ class _ObjectProduct(_Product):
 
 
 class _ArrayProduct(_Product):
-    """Arrays: state (items read, capped where every leaf's bounds are decided; leaves that failed)."""
+    """Arrays: state (items read, capped where every leaf's bounds are decided; leaves that failed; per
+    ``contains`` of a leaf, the items that matched it, capped past its bounds). An item's value is split by
+    the leaves' item schemas and their ``contains`` schemas at once (each ``contains`` a pseudo-leaf
+    ``("c", slot)`` of the split: held where the item matches)."""
 
     open_, close, prefix = "LSQB", "RSQB", "arr"
 
     def __init__(self, *a):
         super().__init__(*a)
         bounds = [1]
+        self.slots: list[tuple[int, Sub, int, int | None]] = []  # (leaf, contains schema, min, max)
         for i in self.members:
             bb = self.lf[i].b
             bounds += [len(bb.prefix), bb.min_items] + ([bb.max_items + 1] if bb.max_items is not None else [])
+            self.slots += [(i, c, lo, hi) for c, lo, hi in bb.contains]
         self.K = max(bounds)
 
     def start(self):
-        return (0, frozenset())
+        return (0, frozenset(), (0,) * len(self.slots))
 
     def item(self, i: int, k: int) -> Sub | None:
         bb = self.lf[i].b
@@ -1450,18 +1456,39 @@ class _ArrayProduct(_Product):
         return bb.items if bb.items is not None else _TRUE
 
     def end_label(self, st):
-        k, failed = st
-        return self.label({i for i in self.members if i not in failed and k >= self.lf[i].b.min_items})
+        k, failed, counts = st
+        short = {i for (i, _, lo, _), n in zip(self.slots, counts) if n < lo}
+        return self.label({i for i in self.members if i not in failed and i not in short and
+                           k >= self.lf[i].b.min_items})
 
     def empty_label(self, st):
         return self.end_label(st)
 
     def moves(self, st):
-        k, failed = st
+        k, failed, counts = st
         alive = [i for i in self.members if i not in failed]
         wants = [(i, self.item(i, k)) for i in alive]
-        return [((val,), (min(k + 1, self.K), failed | (frozenset(alive) - hold)))
-                for val, hold in self.split(wants, failed)]
+        wants += [(("c", j), c) for j, (i, c, _, _) in enumerate(self.slots) if i not in failed]
+        out = []
+        for val, hold in self.split(wants, failed):
+            f2 = failed | (frozenset(alive) - hold)
+            c2 = list(counts)
+            for j, (i, _, lo, hi) in enumerate(self.slots):
+                if ("c", j) in hold:
+                    c2[j] = min(counts[j] + 1, lo if hi is None else hi + 1)
+                    if hi is not None and c2[j] > hi:
+                        f2 |= {i}
+            out.append(((val,), (min(k + 1, self.K), f2, tuple(c2))))
+        return out
+
+    def split(self, wants, failed):
+        """:meth:`_Product.split`, with the ``contains`` pseudo-leaves out of what may fail."""
+        key = (tuple((i, None if s is None else s.key) for i, s in wants), frozenset(failed))
+        got = self._splits.get(key)
+        if got is None:
+            got = self._splits[key] = self.b._split_value(
+                wants, lambda h, f: self.possible(failed | {x for x in f if not isinstance(x, tuple)}))
+        return got
 
 
 def _conj(parts: list[Sub]) -> Sub:

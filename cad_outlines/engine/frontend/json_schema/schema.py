@@ -130,6 +130,7 @@ class Basic:
     items: Sub | None = None  # None: any
     min_items: int = 0
     max_items: int | None = None
+    contains: tuple[tuple[Sub, int, int | None], ...] = ()  # (schema, minContains, maxContains) each
     # objects
     props: tuple[tuple[str, Sub], ...] = ()
     required: tuple[str, ...] = ()
@@ -459,7 +460,7 @@ class SchemaDoc:
             raise SchemaError("uniqueItems", f"{ptr}/uniqueItems", "uniqueItems: true cannot be expressed by a "
                               "context-free grammar")
         if "contains" in s:
-            kw.update(_trivial_contains(kw, s, ptr))
+            kw.update(_contains(kw, s, ptr))
         for k in ("unevaluatedItems", "unevaluatedProperties"):
             if k in s and s[k] is not True and s[k] != {}:
                 raise SchemaError(k, f"{ptr}/{k}", f"{k} is not supported")
@@ -575,7 +576,7 @@ def merge(x: Basic, y: Basic) -> Basic | None:
         patterns=tuple(dict.fromkeys(x.patterns + y.patterns)), formats=tuple(dict.fromkeys(x.formats + y.formats)),
         lo=lo, lo_strict=lo_s, hi=hi, hi_strict=hi_s, multiple=mult,
         prefix=prefix, items=conj(x.items, y.items), min_items=max(x.min_items, y.min_items),
-        max_items=_min(x.max_items, y.max_items),
+        max_items=_min(x.max_items, y.max_items), contains=tuple(dict.fromkeys(x.contains + y.contains)),
         props=tuple(props.items()), required=tuple(dict.fromkeys(x.required + y.required)),
         additional=conj(x.additional, y.additional), names=conj(x.names, y.names), pattern_props=pp,
         min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props),
@@ -719,12 +720,12 @@ def _number_form(v: Any) -> Any:
     return v
 
 
-def _trivial_contains(kw: dict, s: dict, ptr: str) -> dict:
-    """``contains`` whose schema every item matches (``true``, ``{}``) or none does (``false``), as counts:
-    ``minContains`` (default 1) to ``maxContains`` matching items (the keywords of drafts 2019-09 on; an
-    older draft's reader has dropped them) bound the array's length, or, for ``false``, a minimum above 0
-    rules arrays out. Any other ``contains`` is refused: which items match is beyond this front end.
-    `kw`: the node's fields so far (:meth:`SchemaDoc._own`); returns those it changes."""
+def _contains(kw: dict, s: dict, ptr: str) -> dict:
+    """``contains``: ``minContains`` (default 1) to ``maxContains`` items match its schema (the counts are
+    keywords of drafts 2019-09 on; an older draft's reader has dropped them). One that every item matches
+    (``true``, ``{}``) bounds the array's length; ``false`` with a minimum above 0 rules arrays out; any other
+    is counted item by item by the array's product (``Basic.contains``). `kw`: the node's fields so far
+    (:meth:`SchemaDoc._own`); returns those it changes."""
     c = s["contains"]
     lo = _nonneg_int(s.get("minContains", 1), "minContains", ptr)
     hi = _nonneg_int(s["maxContains"], "maxContains", ptr) if "maxContains" in s else None
@@ -734,7 +735,11 @@ def _trivial_contains(kw: dict, s: dict, ptr: str) -> dict:
                     max_items=hi if max_items is None else max_items if hi is None else min(max_items, hi))
     if c is False:
         return {} if lo == 0 else dict(types=kw.get("types", frozenset(TYPES)) - {"array"})
-    raise SchemaError("contains", f"{ptr}/contains", "contains is not supported (other than true, {} or false)")
+    if lo == 0 and hi is None:  # (no count to keep)
+        return {}
+    if hi is not None and hi < lo:
+        return dict(types=kw.get("types", frozenset(TYPES)) - {"array"})
+    return dict(contains=kw.get("contains", ()) + ((Sub(c, f"{ptr}/contains"), lo, hi),))
 
 
 def _nonneg_int(v: Any, k: str, ptr: str) -> int:

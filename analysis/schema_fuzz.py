@@ -46,6 +46,14 @@ DESCRIPTION = "JSON Schema front end: random schemas and instances, the matcher'
 REPO = Path(__file__).resolve().parent.parent
 
 NAMES = ["a", "b", "c", "d", "kind", "x"]
+FORMAT_SAMPLES = {  # a few spellings each, valid and not, for the instances
+    "date": ["2024-02-29", "2023-02-29", "2024-13-01", "1999-12-31"],
+    "date-time": ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05+01:00", "2024-01-02 03:04:05Z", "2024-01-02T25:00:00Z"],
+    "email": ["a@b.c", "a@@b", "x.y@example.com", "@b"],
+    "ipv4": ["1.2.3.4", "256.1.1.1", "01.2.3.4", "0.0.0.0"],
+    "uuid": ["12345678-1234-1234-1234-123456789abc", "12345678-1234-1234-1234-123456789ab", "x"],
+    "time": ["03:04:05Z", "03:04:05", "24:00:00Z"],
+}
 MORE_NAMES = ["e", "f", "g", "h", "i", "j", "k"]  # big objects: past GUARD_FROM required names (object guards)
 STRINGS = ["", "a", "b", "ab", "x1", "kind", "A", "é", "a\"b", "1"]
 DRAFTS = {"2020-12": "https://json-schema.org/draft/2020-12/schema", "7": "http://json-schema.org/draft-07/schema#"}
@@ -114,7 +122,8 @@ class SchemaMaker:
                 out["type"] = "object"
             return out
         if k == "enum":
-            pool = [None, True, False, 0, 1, 2.5, -3, "a", "b", "", [], [1], {}, {"a": 1}, {"a": "b"}]
+            pool = [None, True, False, 0, 1, 2.5, -3, "a", "b", "", [], [1], {}, {"a": 1}, {"a": "b"}, {"kind": "k0"},
+                    {"a": 1, "b": None}, [1, "a"], 1.0]
             vals = r.sample(pool, r.randint(1, 4))
             return {"const": vals[0]} if len(vals) == 1 and r.random() < 0.5 else {"enum": vals}
         if k == "ref":
@@ -122,6 +131,9 @@ class SchemaMaker:
             self.defs[name] = {}  # (placeholder while the body is made: a body may refer to itself)
             self.defs[name] = self.value(depth + 1)
             return {"$ref": f"#/{'$defs' if self.draft == '2020-12' else 'definitions'}/{name}"}
+        if r.random() < 0.3:  # integers inside numbers: 1.0 is an integer (2020-12 and 7)
+            return {r.choice(["oneOf", "anyOf"]): [{"type": "integer"}, {"type": "number", **r.choice(
+                [{}, {"maximum": 3}, {"multipleOf": 0.5}])}]}
         types = r.sample(["string", "integer", "number", "boolean", "null", "object", "array"], r.randint(2, 3))
         return {"type": types}
 
@@ -151,11 +163,22 @@ class SchemaMaker:
         if r.random() < 0.15:
             out["patternProperties"] = {r.choice(["^x", "b$", "^k"]): self.scalar()}
         if r.random() < 0.1:
-            out["propertyNames"] = r.choice([{"maxLength": 1}, {"enum": ["a", "b", "kind"]}, {"pattern": "^[a-c]"}])
+            out["propertyNames"] = r.choice([{"maxLength": 1}, {"enum": ["a", "b", "kind"]}, {"pattern": "^[a-c]"},
+                                             {"not": {"const": "x"}}, {"minLength": 2}])
         if r.random() < 0.15:
             out["minProperties"] = r.randint(0, 2)
         if r.random() < 0.15:
             out["maxProperties"] = r.randint(1, 3)
+        if names and r.random() < 0.08:  # a dependency on a schema
+            key = "dependentSchemas" if self.draft == "2020-12" else "dependencies"
+            out[key] = {r.choice(names): self.obj(depth + 2, small=True)}
+        if depth <= 1 and r.random() < 0.06:  # a recursive definition: a tree of these
+            name = f"d{len(self.defs)}"
+            ref = f"#/{'$defs' if self.draft == '2020-12' else 'definitions'}/{name}"
+            self.defs[name] = {"type": "object", "properties": {"v": self.scalar(), "kids": {"type": "array",
+                                                                                            "items": {"$ref": ref}}},
+                               "required": ["v"] if r.random() < 0.5 else []}
+            out.setdefault("properties", {})[r.choice(NAMES)] = {"$ref": ref}
         if names and r.random() < 0.15:
             a, b = r.choice(names), r.choice(NAMES)
             if a != b:
@@ -185,8 +208,10 @@ class SchemaMaker:
             out["minItems"] = r.randint(0, 2)
         if r.random() < 0.3:
             out["maxItems"] = r.randint(0, 3)
-        if r.random() < 0.1:
-            out["contains"] = self.scalar()
+        if r.random() < 0.2:
+            out["contains"] = self.scalar() if r.random() < 0.7 else self.obj(depth + 1, small=True)
+            if self.draft == "2020-12" and r.random() < 0.5:
+                out[r.choice(["minContains", "maxContains"])] = r.randint(0, 2)
         return out
 
     def scalar(self) -> dict:
@@ -200,6 +225,8 @@ class SchemaMaker:
                 out["maxLength"] = r.randint(0, 3)
             if r.random() < 0.15:
                 out["pattern"] = r.choice(["^a", "b$", "^[a-c]*$", "x", "^.{2}$"])
+            if r.random() < 0.1:
+                out["format"] = r.choice(sorted(FORMAT_SAMPLES))
             return out
         if k in ("integer", "number"):
             out = {"type": k}
@@ -275,6 +302,8 @@ class InstanceMaker:
         if t == "array":
             return self.array(s, depth)
         if t == "string":
+            if s.get("format") in FORMAT_SAMPLES and r.random() < 0.8:
+                return r.choice(FORMAT_SAMPLES[s["format"]])
             lo, hi = s.get("minLength", 0), s.get("maxLength", 4)
             return "".join(r.choice("abkx1") for _ in range(r.randint(lo, max(lo, hi))))
         if t in ("integer", "number"):
@@ -309,7 +338,11 @@ class InstanceMaker:
         pre = s.get("prefixItems") or (s.get("items") if isinstance(s.get("items"), list) else [])
         items = s.get("items") if isinstance(s.get("items"), dict) else {}
         n = r.randint(s.get("minItems", 0), max(s.get("minItems", 0), s.get("maxItems", 3)))
-        return [self.make(pre[i] if i < len(pre) else items, depth + 1) for i in range(n)]
+        out = [self.make(pre[i] if i < len(pre) else items, depth + 1) for i in range(n)]
+        if "contains" in s and out:  # some items made to match it
+            for _ in range(r.randint(0, 2)):
+                out[r.randrange(len(out))] = self.make(s["contains"], depth + 1)
+        return out
 
     def any(self, depth: int):
         r = self.rng
@@ -401,6 +434,14 @@ def _no_duplicates(pairs):
     return out
 
 
+def _validator(schema):
+    """jsonschema's validator of the schema's draft, formats asserted (the 2020-12 checker), as MaskBench's labels."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
 def _verdict(grammar, data: bytes) -> bool | None:
     from cad_outlines.engine.matcher import InvalidTokenError, Matcher
     from cad_outlines.errors import MatcherLimitError
@@ -472,7 +513,7 @@ def fuzz_case(seed: int, index: int, *, instances: int, walks: int, property_ord
         except CadOutlinesError as e:
             res.outcome = f"refused: {type(e).__name__}: {str(e).splitlines()[0]}"
             if "admits no value" in str(e):  # then no instance may validate
-                validator = jsonschema.validators.validator_for(schema)(schema)
+                validator = _validator(schema)
                 maker = InstanceMaker(rng, schema)
                 for _ in range(instances):
                     v = maker.make(schema)
@@ -482,7 +523,7 @@ def fuzz_case(seed: int, index: int, *, instances: int, walks: int, property_ord
                         break
             return res
     res.declared_order = any(issubclass(w.category, SchemaOrderWarning) for w in warned)
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    validator = _validator(schema)
     maker = InstanceMaker(rng, schema)
     seen = set()
     for _ in range(instances):

@@ -338,9 +338,8 @@ class SchemaDoc:
             if "number" in ts:
                 types.discard("number")
             elif "integer" in ts and "number" in types:
-                if not b.integer:
-                    raise SchemaError("not", ptr, "not {type: integer} on numbers (non-integral numbers) is not "
-                                      "supported")
+                if not b.integer:  # non-integral numbers: the grammar tells integers apart (a check)
+                    return replace(b, checks=b.checks + (("not", (Sub(neg, ptr),)),))
                 types.discard("number")
             types -= ts
             return replace(b, types=frozenset(types), integer=integer) if types else None

@@ -398,6 +398,7 @@ class CaseResult:
     order_rejections: int = 0
     duplicate_keys: int = 0  # walks that ended on a text with a key twice in one object
     unchecked: int = 0  # walks whose text has a number no float holds exactly
+    token_checks: int = 0  # tokens of a real tokenizer's masks checked against the byte-level grammar
     schema: dict | None = None
 
 
@@ -490,7 +491,7 @@ def walk(grammar, rng: random.Random, max_bytes: int) -> tuple[bytes, str]:
 
 
 def fuzz_case(seed: int, index: int, *, instances: int, walks: int, property_order: str = "any",
-              timeout: float = 5.0, vocab=None) -> CaseResult:
+              timeout: float = 5.0, vocab=None, token_vocab=None, token_walks: int = 0) -> CaseResult:
     """One random schema: compiled, then its instances and walks checked against jsonschema."""
     import jsonschema
 
@@ -565,7 +566,58 @@ def fuzz_case(seed: int, index: int, *, instances: int, walks: int, property_ord
                 continue
             if not validator.is_valid(value):
                 res.wrong.append(f"false admission (walk): {data[:300]!r}")
+    if token_vocab is not None and token_walks:
+        gt = compile_json_schema(schema, token_vocab, cache=False, whitespace="flexible",
+                                 property_order=property_order, limits=Limits(max_compile_seconds=timeout))
+        for _ in range(token_walks):
+            res.token_checks += token_walk(gt, g, rng, res.wrong)
     return res
+
+
+def token_walk(gt, gb, rng: random.Random, wrong: list[str], steps: int = 40, sample: int = 150) -> int:
+    """A random walk over a real tokenizer's masks (grammar `gt`), each mask checked against the byte-level
+    grammar `gb` of the same schema: a sampled token (allowed ones, random forbidden ones, forbidden ones
+    whose first byte some allowed token has) is allowed exactly when its bytes continue the text there, and
+    EOS exactly when the text is complete. What is checked is the token-level store (lazy rows, their
+    shortcuts over bounded strings and plain characters), not the language. Returns the checks made."""
+    import numpy as np
+
+    from cad_outlines.engine.matcher import Matcher
+
+    mt, mb = Matcher(gt), Matcher(gb)
+    eos = list(gt.eos_token_ids)
+    text, checks = b"", 0
+    for _ in range(steps):
+        mask = mt.allowed_mask()
+        allowed = np.flatnonzero(mask)
+        allowed = allowed[~np.isin(allowed, eos)]
+        forbidden_firsts = {gt.token_bytes(int(t))[:1] for t in allowed[:2000]}
+        picks = set(rng.sample(list(allowed), min(sample, len(allowed))))
+        picks |= {rng.randrange(gt.vocab_size) for _ in range(sample)}
+        near = [t for t in rng.sample(range(gt.vocab_size), min(20 * sample, gt.vocab_size))
+                if not mask[t] and gt.token_bytes(t)[:1] in forbidden_firsts]
+        picks |= set(near[:sample])
+        for t in picks:
+            data = gt.token_bytes(int(t))
+            if not data:
+                continue
+            checks += 1
+            ok = mb.validate(list(data)) == len(data)
+            if ok != bool(mask[t]):
+                wrong.append(f"token mask: after {text[-80:]!r}, token {data!r} {'allowed' if mask[t] else 'forbidden'}"
+                             f" by the masks, {'continues' if ok else 'does not continue'} the text")
+                return checks
+        if any(bool(mask[e]) != mb.is_accepting() for e in eos):
+            wrong.append(f"token mask: EOS after {text[-80:]!r} is {bool(mask[eos[0]])}, complete: {mb.is_accepting()}")
+            return checks
+        if not len(allowed):
+            return checks
+        t = int(rng.choice(list(allowed)))
+        data = gt.token_bytes(t)
+        mt.advance(t)
+        mb.advance_many(list(data))
+        text += data
+    return checks
 
 
 # -- the study -------------------------------------------------------------------------------------------
@@ -576,6 +628,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--walks", type=int, default=20, help="random walks over each schema's masks")
     parser.add_argument("--property-order", default="any", choices=["declared", "any"])
     parser.add_argument("--timeout", type=float, default=5.0, help="compile seconds per schema")
+    parser.add_argument("--tokenizer", default=None,
+                        help="also walk a real tokenizer's masks (a name under the shared data's tokenizers/, e.g. "
+                             "qwen2.5), each mask checked against the byte-level grammar")
+    parser.add_argument("--token-walks", type=int, default=3, help="walks over the tokenizer's masks per schema")
     parser.add_argument("--only", type=int, default=None, help="run only this case index (prints its schema)")
     parser.add_argument("--out-dir", default=str(REPO / "docs" / "results"))
 
@@ -586,12 +642,18 @@ def run(args) -> int:
     from cad_outlines.engine.vocabulary import Vocabulary
 
     vocab = Vocabulary.of_bytes()
+    token_vocab = None
+    if args.tokenizer:
+        from .grammar_fuzz import tokenizer_path
+
+        token_vocab = Vocabulary.from_tokenizer(tokenizer_path(args.tokenizer))
     started = time.perf_counter()
     indices = [args.only] if args.only is not None else range(args.schemas)
     results = []
     for i in tqdm(indices, desc="schema-fuzz", unit="schema"):
         results.append(fuzz_case(args.seed, i, instances=args.instances, walks=args.walks,
-                                 property_order=args.property_order, timeout=args.timeout, vocab=vocab))
+                                 property_order=args.property_order, timeout=args.timeout, vocab=vocab,
+                                 token_vocab=token_vocab, token_walks=args.token_walks))
     minutes = (time.perf_counter() - started) / 60
     if args.only is not None:
         r = results[0]
@@ -613,6 +675,8 @@ def run(args) -> int:
             ["valid rejected where objects keep a declared order (not checked)", sum(r.order_rejections for r in compiled)],
             ["walks admitted with a key twice in one object (not checked)", sum(r.duplicate_keys for r in compiled)],
             ["walks with a number no float holds exactly (not checked)", sum(r.unchecked for r in compiled)],
+            [f"tokens of {args.tokenizer} masks checked against the byte-level grammar" if args.tokenizer else
+             "tokens of a real tokenizer's masks checked (--tokenizer)", sum(r.token_checks for r in compiled)],
             ["refused as admitting no value: instances checked", sum(r.checked for r in empty)]]
     rows += [[k, n] for k, n in sorted(kinds.items())] or [["wrong verdicts", 0]]
     body = (__doc__.split("\n\n", 1)[0].strip().replace("``", "`") + "\n\n"
@@ -623,7 +687,8 @@ def run(args) -> int:
             + ("\n\nCases with a wrong verdict (reproduce with `--only INDEX`):\n\n"
                + "\n".join(f"- {r.index}: {r.wrong[0][:200]}" for r in bad[:30]) if bad else ""))
     cmd = (f"python -m analysis schema-fuzz --schemas {args.schemas} --seed {args.seed} --instances {args.instances} "
-           f"--walks {args.walks}" + (f" --property-order {args.property_order}" if args.property_order != "any" else ""))
+           f"--walks {args.walks}" + (f" --property-order {args.property_order}" if args.property_order != "any" else "")
+           + (f" --tokenizer {args.tokenizer} --token-walks {args.token_walks}" if args.tokenizer else ""))
     path = write_report(Path(args.out_dir), "schema_fuzz", "JSON Schema front end against jsonschema, fuzzed", body, cmd)
     print(markdown_table(["", "count"], rows))
     for r in bad[:10]:

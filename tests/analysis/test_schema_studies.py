@@ -105,3 +105,28 @@ def test_schema_fuzz_finds_no_wrong_verdict_and_reports_one_it_is_shown(tmp_path
                  "--out-dir", str(out)]) == 0
     report = (out / "schema_fuzz.md").read_text()
     assert "| false admission | " in report and "Cases with a wrong verdict" in report
+
+
+def test_schema_fuzz_token_walks_check_a_tokenizers_masks_against_the_byte_level_grammar(tmp_path):
+    """--tokenizer: walks over a real tokenizer's masks agree with the byte-level grammar; masks of one
+    schema checked against another schema's bytes are caught."""
+    import random
+
+    from analysis.schema_fuzz import token_walk
+    from cad_outlines import Vocabulary, compile_json_schema
+    from tests.fixture_data import SMALL
+
+    out = tmp_path / "out"
+    assert main(["schema-fuzz", "--schemas", "8", "--seed", "3", "--instances", "4", "--walks", "2",
+                 "--tokenizer", str(SMALL / "tokenizers" / "gpt2"), "--token-walks", "2", "--out-dir", str(out)]) == 0
+    report = (out / "schema_fuzz.md").read_text()
+    assert "| wrong verdicts | 0 |" in report and "masks checked against the byte-level grammar |" in report
+    tok = Vocabulary.from_tokenizer(SMALL / "tokenizers" / "gpt2")
+    a = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    b = {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}
+    wrong: list[str] = []
+    for seed in range(5):
+        token_walk(compile_json_schema(a, tok, cache=False, whitespace="flexible"),
+                   compile_json_schema(b, Vocabulary.of_bytes(), cache=False, whitespace="flexible"),
+                   random.Random(seed), wrong)
+    assert wrong and wrong[0].startswith("token mask:")

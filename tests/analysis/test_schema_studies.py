@@ -96,7 +96,7 @@ def test_schema_fuzz_finds_no_wrong_verdict_and_reports_one_it_is_shown(tmp_path
     import analysis.schema_fuzz as fuzz
 
     out = tmp_path / "out"
-    assert main(["schema-fuzz", "--schemas", "25", "--seed", "7", "--instances", "12", "--walks", "4",
+    assert main(["schema-fuzz", "--schemas", "120", "--seed", "7", "--instances", "12", "--walks", "4",
                  "--out-dir", str(out)]) == 0
     report = (out / "schema_fuzz.md").read_text()
     assert "| wrong verdicts | 0 |" in report and "| compiled | " in report

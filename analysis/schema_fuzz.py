@@ -41,6 +41,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from .report import markdown_table, write_report
+from .schema_coverage import _accepts as _verdict  # the grammar admits the text whole (None: unchecked)
 
 DESCRIPTION = "JSON Schema front end: random schemas and instances, the matcher's verdicts against jsonschema's"
 REPO = Path(__file__).resolve().parent.parent
@@ -443,20 +444,6 @@ def _validator(schema):
     return cls(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
-def _verdict(grammar, data: bytes) -> bool | None:
-    from cad_outlines.engine.matcher import InvalidTokenError, Matcher
-    from cad_outlines.errors import MatcherLimitError
-
-    m = Matcher(grammar)
-    try:
-        m.advance_many(list(data))
-        return m.is_accepting()
-    except InvalidTokenError:
-        return False
-    except MatcherLimitError:
-        return None
-
-
 PREFER = b'"}],:0123456789 tfn'
 
 
@@ -536,7 +523,7 @@ def fuzz_case(seed: int, index: int, *, instances: int, walks: int, property_ord
             if text in seen:
                 continue
             seen.add(text)
-            got = _verdict(g, text.encode())
+            got = _verdict(g, text)
             if got is None:
                 continue
             res.checked += 1

@@ -324,7 +324,7 @@ class Family:
         is live exactly where some such lexeme continues the text (an atom's own class may go on where
         every continuation lexes as an earlier class). Built as the product of the family's automata."""
         check_deadline("a JSON Schema terminal")
-        order = [i for i in self.order]
+        order = list(self.order)
         dfas = [self.dfa(self.classes[i]) for i in order]
         want = [i in atoms for i in order]
         tables = [d.trans.tolist() for d in dfas]
@@ -353,6 +353,8 @@ class Family:
             blk = None if first is None or dfas[first].block is None else dfas[first].block[st[first]]
             blocks.append(np.zeros(256, dtype=bool) if blk is None else blk)
             k += 1
+            if not k & 255:
+                check_deadline("a JSON Schema number terminal")
         trans, lab, block = minimize_arrays(np.stack(rows), np.array(labels, dtype=np.int64), np.stack(blocks))
         return ByteDFA(trans, lab >= 0, block)
 

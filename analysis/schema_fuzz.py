@@ -209,6 +209,9 @@ class SchemaMaker:
             out["minItems"] = r.randint(0, 2)
         if r.random() < 0.3:
             out["maxItems"] = r.randint(0, 3)
+        if r.random() < 0.15:  # items from a small enum, unique
+            out["items"] = {"enum": r.sample(["a", "b", "", 0, 1, 1.0, True, None], r.randint(1, 4))}
+            out["uniqueItems"] = True
         if r.random() < 0.2:
             out["contains"] = self.scalar() if r.random() < 0.7 else self.obj(depth + 1, small=True)
             if self.draft == "2020-12" and r.random() < 0.5:

@@ -654,6 +654,40 @@ def test_not_integer_admits_exactly_the_non_integral_numbers(vocab, schema):
         ok, want = accepts(g, vocab, text), valid(schema, json.loads(text))
         assert ok == want or ("e" in text and not ok), (schema, text)
 
+
+UNIQUE = [
+    {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+    {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True},
+    {"type": "array", "items": {"enum": [1, 1.0, 2, "1", None]}, "uniqueItems": True, "minItems": 2},
+    {"not": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}},
+    {"oneOf": [{"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+               {"type": "array", "items": {"const": "a"}}]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "items": [{"type": "boolean"}, {"type": "boolean"}],
+     "uniqueItems": True, "additionalItems": False},
+]
+UNIQUE_VALUES = [[], ["a"], ["a", "a"], ["a", "b"], ["b", "a", "c"], ["a", "b", "a"], [True, False], [True, True],
+                 [1, 1.0], [1, 2], [1, "1"], [None, None], ["d"], 5, ["a", 1], [False, True, None]]
+
+
+@pytest.mark.parametrize("schema", UNIQUE)
+def test_unique_items_over_a_finite_set_of_scalars(vocab, schema):
+    """uniqueItems where every item comes from an enum of scalars, booleans or null: the array's product
+    keeps the set of values seen (1 and 1.0 are one value, "1" another); under `not`/`oneOf` and draft 4 too."""
+    g = compile_json_schema(schema, vocab, cache=False)
+    for v in UNIQUE_VALUES:
+        assert accepts(g, vocab, dump(v)) == valid(schema, v), (schema, v)
+
+
+@pytest.mark.parametrize("schema,why", [
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "finite set of scalars"),
+    ({"type": "array", "uniqueItems": True}, "may be any value"),
+    ({"type": "array", "items": {"enum": list("abcdefghijk")}, "uniqueItems": True}, "11 values"),
+])
+def test_unique_items_over_unbounded_or_large_sets_are_refused(vocab, schema, why):
+    with pytest.raises(SchemaError) as e:
+        compile_json_schema(schema, vocab, cache=False)
+    assert e.value.keyword == "uniqueItems" and why in str(e.value)
+
 # -- automata against Python's own semantics -------------------------------------------------
 
 NUMBERS = st.builds(lambda s, i, f: f"{s}{i}{f}", st.sampled_from(["", "-"]),

@@ -67,6 +67,7 @@ _PLAIN_NUMBER = NumberSpec(plain=True)  # every number written without an expone
 MAX_UNDECIDED = 8  # leaves an exponent spelling leaves undecided at one position (2**n verdicts tried)
 _TRUE = Sub(True, "")
 MAX_SPLIT = 10  # distinct value schemas one property's value is split by (2**n regions at most)
+MAX_UNIQUE_VALUES = 10  # uniqueItems: the values an array's items may take (2**n sets of them seen)
 MAX_PATTERNS = 8  # patternProperties told apart in one object (2**n key classes at most)
 MAX_PRODUCT_STATES = 20_000  # states of one object's or array's product
 MAX_WHOLES = 8  # whole classes one position admits (each a lexer run of its own); more: atoms
@@ -431,6 +432,8 @@ class _Builder:
                 todo.extend(b.prefix)
                 todo.extend(s for s, _, _ in b.contains)
                 todo.extend(s for s in (b.additional, b.items, b.names) if s is not None)
+                if b.unique and "array" in b.types:
+                    self.unique_values(b)
                 if b.names is not None and "object" in b.types:
                     names.setdefault(b.names.key, b.names)
             if not len(seen) & 255:
@@ -442,6 +445,40 @@ class _Builder:
                     for v in minus or ():
                         self.keys.add(StrClass(values=frozenset([v])))
         self.keys.close()  # string values and numbers: on first need of their atoms (_atom_set)
+
+    def unique_values(self, bb: Basic) -> tuple[tuple[str, Sub], ...]:
+        """The scalar values (canonical JSON texts, each with a one-value enum) an array's items may take
+        under ``uniqueItems``: each item schema's leaves must be enums of scalars, booleans or null (else
+        SchemaError: telling any two strings or numbers apart takes a state per value seen). Asked first while
+        collecting, so the consts' classes are in the families before they close."""
+        got = self.memo.get(("unique", id(bb)))
+        if got is not None:
+            return got[1]
+        ptr = f"{bb.pointer}/uniqueItems"
+        if bb.items is None and (bb.max_items is None or bb.max_items > len(bb.prefix)):
+            raise SchemaError("uniqueItems", ptr, "uniqueItems: true is compiled only where every item comes from a "
+                              "finite set of scalars (an enum, booleans, null); these items may be any value")
+        subs = list(bb.prefix) + ([bb.items] if bb.items is not None else [])
+        values: dict[str, None] = {}
+        for sub in subs:
+            for leaf in sorted(_vars(self.formula(sub), set())):
+                lb = self.leaves[leaf].b
+                if lb.enum is not None and all(not v.startswith(("{", "[")) for v in lb.enum):
+                    values.update(dict.fromkeys(lb.enum))
+                elif lb.types <= {"boolean", "null"}:
+                    values.update(dict.fromkeys(t for t, ty in (("true", "boolean"), ("false", "boolean"),
+                                                                ("null", "null")) if ty in lb.types))
+                else:
+                    raise SchemaError("uniqueItems", ptr, "uniqueItems: true is compiled only where every item comes "
+                                      "from a finite set of scalars (an enum, booleans, null)")
+        if len(values) > MAX_UNIQUE_VALUES:
+            raise SchemaError("uniqueItems", ptr, f"uniqueItems over {len(values)} values: at most "
+                              f"{MAX_UNIQUE_VALUES} are compiled")
+        out = tuple((v, Sub({"enum": [json.loads(v)]}, ptr)) for v in values)  # (enum: every draft has it)
+        for _, c in out:
+            self.formula(c)
+        self.memo[("unique", id(bb))] = (bb, out)  # (bb kept: its id stays its own)
+        return out
 
     def _atom_set(self, fam: Family, c, minus=None) -> frozenset[int]:
         key = (fam.kind, c, minus)
@@ -657,7 +694,9 @@ class _Builder:
             if s is not None and not s.is_true() and not s.is_false():
                 subs.setdefault(s.key, s)
         order = tuple(subs.values())
-        if len(order) > MAX_SPLIT:
+        # (uniqueItems' value consts split apart cheaply, as literals: not counted)
+        heavy = {s.key for i, s in wants if s is not None and not (isinstance(i, tuple) and i[0] == "u")}
+        if len(heavy & subs.keys()) > MAX_SPLIT:
             raise SchemaError("anyOf", order[0].pointer, f"one property's value is decided by {len(order)} different "
                               f"schemas at once; at most {MAX_SPLIT} are compiled")
         everyone = frozenset(i for i, _ in wants)
@@ -1430,7 +1469,8 @@ class _ArrayProduct(_Product):
     """Arrays: state (items read, capped where every leaf's bounds are decided; leaves that failed; per
     ``contains`` of a leaf, the items that matched it, capped past its bounds). An item's value is split by
     the leaves' item schemas and their ``contains`` schemas at once (each ``contains`` a pseudo-leaf
-    ``("c", slot)`` of the split: held where the item matches)."""
+    ``("c", slot)`` of the split: held where the item matches). ``uniqueItems`` over a finite set of scalars:
+    the values seen so far, each value a pseudo-leaf ``("u", slot, value)`` (a const) of the split."""
 
     open_, close, prefix = "LSQB", "RSQB", "arr"
 
@@ -1438,14 +1478,17 @@ class _ArrayProduct(_Product):
         super().__init__(*a)
         bounds = [1]
         self.slots: list[tuple[int, Sub, int, int | None]] = []  # (leaf, contains schema, min, max)
+        self.uniq: list[tuple[int, tuple[tuple[str, Sub], ...]]] = []  # (leaf, its items' values as consts)
         for i in self.members:
             bb = self.lf[i].b
             bounds += [len(bb.prefix), bb.min_items] + ([bb.max_items + 1] if bb.max_items is not None else [])
             self.slots += [(i, c, lo, hi) for c, lo, hi in bb.contains]
+            if bb.unique:
+                self.uniq.append((i, self.b.unique_values(bb)))
         self.K = max(bounds)
 
     def start(self):
-        return (0, frozenset(), (0,) * len(self.slots))
+        return (0, frozenset(), (0,) * len(self.slots), (frozenset(),) * len(self.uniq))
 
     def item(self, i: int, k: int) -> Sub | None:
         bb = self.lf[i].b
@@ -1456,7 +1499,7 @@ class _ArrayProduct(_Product):
         return bb.items if bb.items is not None else _TRUE
 
     def end_label(self, st):
-        k, failed, counts = st
+        k, failed, counts, _ = st
         short = {i for (i, _, lo, _), n in zip(self.slots, counts) if n < lo}
         return self.label({i for i in self.members if i not in failed and i not in short and
                            k >= self.lf[i].b.min_items})
@@ -1465,10 +1508,11 @@ class _ArrayProduct(_Product):
         return self.end_label(st)
 
     def moves(self, st):
-        k, failed, counts = st
+        k, failed, counts, seen = st
         alive = [i for i in self.members if i not in failed]
         wants = [(i, self.item(i, k)) for i in alive]
         wants += [(("c", j), c) for j, (i, c, _, _) in enumerate(self.slots) if i not in failed]
+        wants += [(("u", j, v), c) for j, (i, vals) in enumerate(self.uniq) if i not in failed for v, c in vals]
         out = []
         for val, hold in self.split(wants, failed):
             f2 = failed | (frozenset(alive) - hold)
@@ -1478,7 +1522,14 @@ class _ArrayProduct(_Product):
                     c2[j] = min(counts[j] + 1, lo if hi is None else hi + 1)
                     if hi is not None and c2[j] > hi:
                         f2 |= {i}
-            out.append(((val,), (min(k + 1, self.K), f2, tuple(c2))))
+            s2 = list(seen)
+            for j, (i, vals) in enumerate(self.uniq):
+                for v, _ in vals:
+                    if ("u", j, v) in hold:  # the item is v (at most one v holds)
+                        if v in seen[j]:
+                            f2 |= {i}
+                        s2[j] = seen[j] | {v}
+            out.append(((val,), (min(k + 1, self.K), f2, tuple(c2), tuple(s2))))
         return out
 
     def split(self, wants, failed):

@@ -131,6 +131,7 @@ class Basic:
     min_items: int = 0
     max_items: int | None = None
     contains: tuple[tuple[Sub, int, int | None], ...] = ()  # (schema, minContains, maxContains) each
+    unique: bool = False  # uniqueItems: true (compiled where the items come from a small finite set)
     # objects
     props: tuple[tuple[str, Sub], ...] = ()
     required: tuple[str, ...] = ()
@@ -455,9 +456,8 @@ class SchemaDoc:
             kw.update(min_items=_nonneg_int(s["minItems"], "minItems", ptr))
         if "maxItems" in s:
             kw.update(max_items=_nonneg_int(s["maxItems"], "maxItems", ptr))
-        if s.get("uniqueItems") is True:
-            raise SchemaError("uniqueItems", f"{ptr}/uniqueItems", "uniqueItems: true cannot be expressed by a "
-                              "context-free grammar")
+        if s.get("uniqueItems") is True:  # (the array product checks it, or refuses it naming this pointer)
+            kw.update(unique=True)
         if "contains" in s:
             kw.update(_contains(kw, s, ptr))
         for k in ("unevaluatedItems", "unevaluatedProperties"):
@@ -576,6 +576,7 @@ def merge(x: Basic, y: Basic) -> Basic | None:
         lo=lo, lo_strict=lo_s, hi=hi, hi_strict=hi_s, multiple=mult,
         prefix=prefix, items=conj(x.items, y.items), min_items=max(x.min_items, y.min_items),
         max_items=_min(x.max_items, y.max_items), contains=tuple(dict.fromkeys(x.contains + y.contains)),
+        unique=x.unique or y.unique,
         props=tuple(props.items()), required=tuple(dict.fromkeys(x.required + y.required)),
         additional=conj(x.additional, y.additional), names=conj(x.names, y.names), pattern_props=pp,
         min_props=max(x.min_props, y.min_props), max_props=_min(x.max_props, y.max_props),

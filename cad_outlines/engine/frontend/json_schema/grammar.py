@@ -451,9 +451,9 @@ class _Builder:
         under ``uniqueItems``: each item schema's leaves must be enums of scalars, booleans or null (else
         SchemaError: telling any two strings or numbers apart takes a state per value seen). Asked first while
         collecting, so the consts' classes are in the families before they close."""
-        got = self.memo.get(("unique", id(bb)))
+        got = self.memo.get(("unique", bb))
         if got is not None:
-            return got[1]
+            return got
         ptr = f"{bb.pointer}/uniqueItems"
         if bb.items is None and (bb.max_items is None or bb.max_items > len(bb.prefix)):
             raise SchemaError("uniqueItems", ptr, "uniqueItems: true is compiled only where every item comes from a "
@@ -477,7 +477,7 @@ class _Builder:
         out = tuple((v, Sub({"enum": [json.loads(v)]}, ptr)) for v in values)  # (enum: every draft has it)
         for _, c in out:
             self.formula(c)
-        self.memo[("unique", id(bb))] = (bb, out)  # (bb kept: its id stays its own)
+        self.memo[("unique", bb)] = out
         return out
 
     def _atom_set(self, fam: Family, c, minus=None) -> frozenset[int]:
@@ -994,11 +994,14 @@ class _Product:
 
     def split(self, wants, failed):
         """The regions of a member's value (:meth:`_Builder._split_value`), remembered per product: in any
-        property order every state moves on every name, with the same wants for most of them."""
+        property order every state moves on every name, with the same wants for most of them. Pseudo-leaves
+        (tuples: an array's ``contains`` and ``uniqueItems`` values) are no leaves of the formulas: what they
+        fail decides nothing here."""
         key = (tuple((i, None if s is None else s.key) for i, s in wants), frozenset(failed))
         got = self._splits.get(key)
         if got is None:
-            got = self._splits[key] = self.b._split_value(wants, lambda h, f: self.possible(failed | f))
+            got = self._splits[key] = self.b._split_value(
+                wants, lambda h, f: self.possible(failed | {x for x in f if not isinstance(x, tuple)}))
         return got
 
 
@@ -1532,14 +1535,6 @@ class _ArrayProduct(_Product):
             out.append(((val,), (min(k + 1, self.K), f2, tuple(c2), tuple(s2))))
         return out
 
-    def split(self, wants, failed):
-        """:meth:`_Product.split`, with the ``contains`` pseudo-leaves out of what may fail."""
-        key = (tuple((i, None if s is None else s.key) for i, s in wants), frozenset(failed))
-        got = self._splits.get(key)
-        if got is None:
-            got = self._splits[key] = self.b._split_value(
-                wants, lambda h, f: self.possible(failed | {x for x in f if not isinstance(x, tuple)}))
-        return got
 
 
 def _conj(parts: list[Sub]) -> Sub:
